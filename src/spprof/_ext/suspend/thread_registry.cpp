@@ -2,6 +2,7 @@
 #include "thread_registry.h"
 
 #include <cerrno>
+#include <cstring>
 #include <new>
 
 namespace spprof {
@@ -159,8 +160,12 @@ void ThreadRegistry::set_sampler_active(bool active) {
 
 void ThreadRegistry::reset_after_fork() {
     // The parent's mutex and vector may have been mid-update in a thread the child does not
-    // have: rebuild both in place. The old vector's memory is leaked on purpose (its state
-    // cannot be trusted enough to free it); the parent's ports are not ours to release.
+    // have (a push_back frees the old buffer before it stores the new one): rebuild both in
+    // place instead of touching them. The old vector's bytes are parked in a static so its
+    // buffer stays reachable (leak checkers stay quiet) and is never freed: its state cannot
+    // be trusted enough for that. The parent's ports are not ours to release.
+    alignas(std::vector<ThreadEntry>) static unsigned char parked[sizeof(std::vector<ThreadEntry>)];
+    std::memcpy(parked, static_cast<const void*>(&entries_), sizeof parked);
     new (&mu_) std::mutex();
     new (&entries_) std::vector<ThreadEntry>();
     dead_ = 0;
