@@ -1,0 +1,91 @@
+// platform.h: the one OS-neutral surface over timers, signals, clocks and thread ids.
+//
+// linux.cpp implements it with POSIX per-thread CPU timers (timer_create on the thread's CPU
+// clock, SIGEV_THREAD_ID) or the process-wide setitimer(ITIMER_PROF) fallback, both feeding
+// one SIGPROF handler. darwin.cpp implements it over the Mach sampler (darwin_mach.h).
+// Call sites carry no #ifdef; only files under platform/ include OS headers.
+//
+// Threads: every function here except the clocks is called from normal context with the GIL
+// held (start/stop/attach/detach run from Python calls or the drain). The clocks are
+// SIGNAL-SAFE.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../error.h"
+
+namespace spprof {
+
+struct ThreadCtx;
+class RingBuffer;
+
+enum class TimerKind {
+    kAuto,       // per-thread CPU timers, falling back to the process timer when refused
+    kPerThread,  // per-thread CPU timers only
+    kProcess,    // setitimer(ITIMER_PROF): process-wide, lands on whichever thread runs
+};
+
+struct PlatformStats {
+    const char* timer = "none";   // "per-thread", "itimer" or "mach" (static string)
+    uint64_t signals = 0;         // deliveries that reached our handler (or sampler ticks)
+    uint64_t foreign_signals = 0; // SIGPROF that was not ours (chained or ignored)
+    uint64_t overruns = 0;        // timer expirations folded into a delivered sample
+    uint64_t timers_active = 0;   // per-thread timers armed right now
+    uint64_t timer_failures = 0;  // threads whose timer could not be created
+    uint64_t no_thread = 0;       // deliveries on a thread we do not sample
+    // Mach sampler extras (zero on Linux)
+    uint64_t threads_sampled = 0;
+    uint64_t threads_skipped = 0;
+    uint64_t total_suspend_ns = 0;
+    uint64_t max_suspend_ns = 0;
+    uint64_t walk_errors = 0;
+};
+
+// The Linux handler hands each delivery to capture_by_serial / capture_by_tid (declared in
+// signal_handler.h, SIGNAL-SAFE): a per-thread timer carries kTimerValueMagic | serial in its
+// sigev_value, never a pointer, so a foreign SIGPROF is never dereferenced.
+constexpr uint64_t kTimerValueMagic = 0x5350'5046'0000'0000ull;  // "SPPF" in the high half
+
+// ---- lifecycle ----------------------------------------------------------------------------
+Error platform_init();     // once per process, at module import
+void platform_cleanup();   // at module teardown
+
+// Start sampling: install the handler, start the process timer if that is the kind in use.
+// Per-thread timers are armed by platform_thread_attach. `sampler_ring` receives the records
+// of a platform that samples from its own thread (macOS: the Mach sampler writes there, naming
+// each record's thread by native id); Linux writes into each ThreadCtx's ring instead.
+Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* sampler_ring);
+// Stop sampling: disarm everything, discard signals still pending, restore the previous
+// handler. Threads must be detached first.
+Error platform_timer_destroy();
+
+// Arm sampling for one thread. On failure with kAuto the platform may switch the whole
+// session to the process timer (then the call succeeds). GIL held.
+Error platform_thread_attach(ThreadCtx* ctx);
+// Disarm one thread's timer. Idempotent. GIL held.
+void platform_thread_detach(ThreadCtx* ctx);
+
+void platform_get_stats(PlatformStats* out);
+void platform_reset_stats();  // at session start
+
+// After fork(), in the child: forget timers (they are not inherited) and restore the
+// previous handler, without touching anything the parent owns.
+void platform_after_fork_child();
+
+// ---- clocks and ids (SIGNAL-SAFE) -----------------------------------------------------------
+uint64_t platform_monotonic_ns();
+uint64_t platform_thread_cpu_ns();  // calling thread's CPU time
+// CPU time of another thread by native id; returns false when it is gone.
+bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long ident, uint64_t* out);
+uint64_t platform_current_tid();
+// Kernel tid of the thread whose threading ident (pthread_t) is `ident`; 0 when unknown.
+// Normal context: the thread must be alive.
+uint64_t platform_tid_from_ident(unsigned long ident);
+// Reads memory that may have been freed or unmapped: false instead of a fault. Normal
+// context (a system call per read on Linux): for validating pointers at resolution time.
+bool platform_safe_read(uintptr_t addr, void* out, size_t n);
+// Thread name as the OS knows it (Linux: /proc comm). Normal context. Returns bytes written.
+size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len);
+
+}  // namespace spprof

@@ -1,0 +1,57 @@
+// sample_record.h: the raw sample as written into a RingBuffer by the capture path.
+//
+// Raw means unresolved: code-object pointers and instruction offsets, never names. The
+// resolver turns records into frames later, GIL held. The layout is shared by the Linux
+// signal path and the macOS Mach sampler.
+#pragma once
+
+#include <cstdint>
+
+namespace spprof {
+
+// Bounds on one record. kMaxPythonFrames keeps a record well under half of the smallest ring.
+constexpr uint32_t kMaxPythonFrames = 256;
+constexpr uint32_t kMaxNativeFrames = 128;
+
+// RawFrame.instr carries the offset in code units; its top bit marks an entry frame (the first
+// Python frame of a C call into the eval loop), which the native interleaving needs.
+constexpr uint32_t kInstrEntryFlag = 0x80000000u;
+
+struct RawFrame {
+    uint64_t code;         // PyCodeObject* as an integer: never dereferenced after capture
+    uint32_t instr;        // instruction offset in code units | kInstrEntryFlag
+    uint32_t fingerprint;  // code_fingerprint() at capture, re-checked at resolution
+};
+static_assert(sizeof(RawFrame) == 16, "RawFrame is packed into the ring");
+
+enum SampleFlags : uint32_t {
+    kSampleTruncated = 1u << 0,  // more Python frames than kMaxPythonFrames (root side lost)
+    kSampleOnCpu = 1u << 1,      // thread used CPU since its previous sample
+    kSampleHasGil = 1u << 2,     // thread held the GIL when sampled
+    kSampleIdle = 1u << 3,       // wall mode: the stack is the thread's last one, reused
+    kSampleGilKnown = 1u << 4,   // kSampleHasGil is meaningful
+};
+
+// Sentinel for RawSampleHeader.thread_serial: the record names its thread by native_tid only
+// (the Mach sampler, whose registry is not the session's thread table).
+constexpr uint32_t kNoThreadSerial = 0xFFFFFFFFu;
+
+struct RawSampleHeader {
+    uint64_t timestamp_ns;  // monotonic clock
+    uint64_t weight_ns;     // sampled time this record stands for (overruns included)
+    uint64_t native_tid;    // kernel tid (Linux) / Mach thread id (macOS)
+    uint32_t thread_serial; // index into the session's thread table, or kNoThreadSerial
+    uint32_t flags;         // SampleFlags
+    uint16_t depth;         // RawFrame count that follows, leaf first
+    uint16_t native_depth;  // uint64_t return addresses after the frames, leaf first
+    uint32_t reserved;
+};
+static_assert(sizeof(RawSampleHeader) == 40, "header layout is part of the ring format");
+
+inline uint32_t code_fingerprint(int firstlineno, uintptr_t name_ptr) {
+    // Cheap, stable while the code object lives; a reused address must also reuse the same
+    // first line and the same (interned) name object to pass.
+    return static_cast<uint32_t>(firstlineno) * 2654435761u ^ static_cast<uint32_t>(name_ptr >> 3);
+}
+
+}  // namespace spprof

@@ -1,0 +1,54 @@
+// thread_ctx.h: what the capture path knows about one sampled Python thread.
+//
+// A ThreadCtx is created by the session (GIL held) when a Python thread is discovered and
+// lives until the session ends, even after its thread exits: a timer signal queued before
+// the timer was deleted may still arrive and carries this pointer. Its ring is written only
+// by the capture path of that thread (Linux: the thread's own handler; macOS: the sampler
+// thread) and read only by the drain.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "ringbuffer.h"
+
+struct _ts;  // PyThreadState, kept opaque here so platform code needs no Python.h
+
+namespace spprof {
+
+struct PlatformThread;  // per-OS data (Linux: the POSIX timer), owned by platform_thread_*
+
+// Checked by the capture path before it trusts a ThreadCtx found through the session tables.
+constexpr uint64_t kThreadCtxMagic = 0x7370'7072'6f66'5443ull;  // "spprofTC"
+
+enum class ThreadState : uint32_t { kAttached = 1, kDetached = 2 };
+
+struct ThreadCtx {
+    ThreadCtx(uint32_t serial, struct _ts* tstate, uint64_t native_tid, unsigned long ident,
+              size_t ring_bytes)
+        : serial_(serial), tstate_(tstate), native_tid_(native_tid), ident_(ident),
+          ring_(new RingBuffer(ring_bytes)) {}
+    ThreadCtx(const ThreadCtx&) = delete;
+    ThreadCtx& operator=(const ThreadCtx&) = delete;
+
+    const uint64_t magic_ = kThreadCtxMagic;
+    std::atomic<ThreadState> state_{ThreadState::kAttached};
+    const uint32_t serial_;          // index in the session's thread table
+    struct _ts* const tstate_;       // the thread's PyThreadState; compared, never trusted alone
+    const uint64_t native_tid_;      // kernel thread id
+    const unsigned long ident_;      // threading.get_ident()
+    // Written only while state_ is kAttached; the drain frees it once the thread is detached
+    // and drained (no capture can reach it then: see Session::reap_thread).
+    std::unique_ptr<RingBuffer> ring_;
+    std::atomic<bool> busy_{false};  // capture in progress: a nested capture drops instead
+    std::atomic<uint64_t> captured_{0};
+    std::atomic<uint64_t> dropped_{0};
+    std::atomic<uint64_t> last_cpu_ns_{0};  // thread CPU clock at the previous sample
+    PlatformThread* platform_ = nullptr;    // owned by platform_thread_attach/detach
+};
+
+static_assert(std::atomic<ThreadState>::is_always_lock_free, "used from the signal handler");
+static_assert(std::atomic<bool>::is_always_lock_free, "used from the signal handler");
+
+}  // namespace spprof
