@@ -1,0 +1,52 @@
+// layout_check.cpp: compile-time proof that the mirrored frame layouts in pyframes/ match the
+// interpreter we build against. This file defines nothing at run time. Where the internal
+// headers are not installed the checks are skipped (the mirrors were written from them).
+#define Py_BUILD_CORE 1
+#include <Python.h>
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && \
+    __has_include("internal/pycore_frame.h")
+#include "internal/pycore_frame.h"
+#define SPPROF_CHECK_FRAME 1
+#elif PY_VERSION_HEX >= 0x030E0000 && __has_include("internal/pycore_interpframe_structs.h")
+#include "internal/pycore_interpframe_structs.h"
+#define SPPROF_CHECK_FRAME 1
+#endif
+
+#include "framewalker.h"
+
+#if defined(SPPROF_CHECK_FRAME)
+#define SPPROF_SAME_OFFSET(mirror, field) \
+    static_assert(offsetof(mirror, field) == offsetof(_PyInterpreterFrame, field), \
+                  "mirrored _PyInterpreterFrame." #field " is at the wrong offset")
+#if PY_VERSION_HEX >= 0x030E0000
+using Mirror = spprof::MirrorFrame314;
+SPPROF_SAME_OFFSET(Mirror, f_executable);
+SPPROF_SAME_OFFSET(Mirror, instr_ptr);
+SPPROF_SAME_OFFSET(Mirror, stackpointer);
+static_assert(FRAME_OWNED_BY_GENERATOR == spprof::PyLayout::kOwnedByGenerator, "owner enum");
+static_assert(FRAME_OWNED_BY_INTERPRETER == spprof::PyLayout::kFirstNonPythonOwner, "owner enum");
+#elif PY_VERSION_HEX >= 0x030D0000
+using Mirror = spprof::MirrorFrame313;
+SPPROF_SAME_OFFSET(Mirror, f_executable);
+SPPROF_SAME_OFFSET(Mirror, instr_ptr);
+SPPROF_SAME_OFFSET(Mirror, stacktop);
+static_assert(FRAME_OWNED_BY_CSTACK == spprof::PyLayout::kOwnedByCStack, "owner enum");
+static_assert(FRAME_OWNED_BY_GENERATOR == spprof::PyLayout::kOwnedByGenerator, "owner enum");
+#elif PY_VERSION_HEX >= 0x030C0000
+using Mirror = spprof::MirrorFrame312;
+SPPROF_SAME_OFFSET(Mirror, f_code);
+SPPROF_SAME_OFFSET(Mirror, prev_instr);
+SPPROF_SAME_OFFSET(Mirror, stacktop);
+static_assert(FRAME_OWNED_BY_CSTACK == spprof::PyLayout::kOwnedByCStack, "owner enum");
+static_assert(FRAME_OWNED_BY_GENERATOR == spprof::PyLayout::kOwnedByGenerator, "owner enum");
+#else
+using Mirror = spprof::MirrorFrame311;
+SPPROF_SAME_OFFSET(Mirror, f_code);
+SPPROF_SAME_OFFSET(Mirror, prev_instr);
+SPPROF_SAME_OFFSET(Mirror, is_entry);
+static_assert(FRAME_OWNED_BY_GENERATOR == spprof::PyLayout::kOwnedByGenerator, "owner enum");
+#endif
+SPPROF_SAME_OFFSET(Mirror, previous);
+SPPROF_SAME_OFFSET(Mirror, owner);
+#endif

@@ -1,0 +1,54 @@
+// pyframes/py311.h: frame layout of CPython 3.11.
+//
+// tstate->cframe->current_frame is a _PyInterpreterFrame; `previous` links towards the root;
+// prev_instr is the last instruction started; is_entry marks the first frame of each eval
+// call. Owners: THREAD=0, GENERATOR=1, FRAME_OBJECT=2. Mirrored here because the struct is
+// internal; layout_check.cpp asserts it against the real header where that is installed.
+#pragma once
+
+#include "interp_frame.h"
+
+namespace spprof {
+
+struct MirrorFrame311 {
+    PyObject* f_func;
+    PyObject* f_globals;
+    PyObject* f_builtins;
+    PyObject* f_locals;
+    PyCodeObject* f_code;
+    PyObject* frame_obj;
+    MirrorFrame311* previous;
+    uint16_t* prev_instr;
+    int stacktop;
+    bool is_entry;
+    char owner;
+};
+
+struct PyLayout {
+    static constexpr const char* kName = "3.11 _PyInterpreterFrame";
+    static constexpr char kOwnedByGenerator = 1;
+
+    template <class R>
+    static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
+        uintptr_t cframe = 0;
+        if (!r.read(tstate + offsetof(PyThreadState, cframe), &cframe, sizeof cframe)) return false;
+        return r.read(cframe + offsetof(_PyCFrame, current_frame), out, sizeof *out);
+    }
+
+    template <class R>
+    static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
+        MirrorFrame311 f;
+        if (!r.read(frame, &f, sizeof f)) return false;
+        v->previous = reinterpret_cast<uintptr_t>(f.previous);
+        v->code = reinterpret_cast<uintptr_t>(f.f_code);
+        v->is_entry = f.is_entry;
+        bool incomplete = false;
+        if (!read_instr_offset(r, v->code, reinterpret_cast<uintptr_t>(f.prev_instr),
+                               f.owner != kOwnedByGenerator, &v->instr, &incomplete))
+            return false;
+        v->skip = incomplete;
+        return true;
+    }
+};
+
+}  // namespace spprof

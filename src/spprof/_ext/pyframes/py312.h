@@ -1,0 +1,59 @@
+// pyframes/py312.h: frame layout of CPython 3.12.
+//
+// Still tstate->cframe->current_frame; is_entry is gone: each C entry into the eval loop
+// pushes a shim frame owned by the C stack (owner 3), so the Python frame just above a shim is
+// an entry frame. prev_instr is the last instruction started. Owners: THREAD=0, GENERATOR=1,
+// FRAME_OBJECT=2, CSTACK=3. Mirrored; checked by layout_check.cpp.
+#pragma once
+
+#include "interp_frame.h"
+
+namespace spprof {
+
+struct MirrorFrame312 {
+    PyCodeObject* f_code;
+    MirrorFrame312* previous;
+    PyObject* f_funcobj;
+    PyObject* f_globals;
+    PyObject* f_builtins;
+    PyObject* f_locals;
+    PyObject* frame_obj;
+    uint16_t* prev_instr;
+    int stacktop;
+    uint16_t return_offset;
+    char owner;
+};
+
+struct PyLayout {
+    static constexpr const char* kName = "3.12 _PyInterpreterFrame";
+    static constexpr char kOwnedByGenerator = 1;
+    static constexpr char kOwnedByCStack = 3;
+
+    template <class R>
+    static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
+        uintptr_t cframe = 0;
+        if (!r.read(tstate + offsetof(PyThreadState, cframe), &cframe, sizeof cframe)) return false;
+        return r.read(cframe + offsetof(_PyCFrame, current_frame), out, sizeof *out);
+    }
+
+    template <class R>
+    static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
+        MirrorFrame312 f;
+        if (!r.read(frame, &f, sizeof f)) return false;
+        v->previous = reinterpret_cast<uintptr_t>(f.previous);
+        if (f.owner == kOwnedByCStack) {
+            v->is_shim = true;
+            v->skip = true;
+            return true;
+        }
+        v->code = reinterpret_cast<uintptr_t>(f.f_code);
+        bool incomplete = false;
+        if (!read_instr_offset(r, v->code, reinterpret_cast<uintptr_t>(f.prev_instr),
+                               f.owner != kOwnedByGenerator, &v->instr, &incomplete))
+            return false;
+        v->skip = incomplete;
+        return true;
+    }
+};
+
+}  // namespace spprof

@@ -1,0 +1,67 @@
+// pyframes/py314.h: frame layout of CPython 3.14 (written from its headers; no 3.14
+// interpreter runs here, so this is compile-checked in spirit only).
+//
+// tstate->current_frame; f_executable and f_funcobj are _PyStackRef, a tagged word: clear the
+// tag bits to get the object. stacktop became a stackpointer. Owners: THREAD=0, GENERATOR=1,
+// FRAME_OBJECT=2, INTERPRETER=3, CSTACK/THREAD_STATE=4: every owner >= 3 is not a Python
+// frame; the shim is the C-stack one. Mirrored; checked by layout_check.cpp where the real
+// header is installed.
+#pragma once
+
+#include "interp_frame.h"
+
+namespace spprof {
+
+struct MirrorFrame314 {
+    uintptr_t f_executable;  // _PyStackRef
+    MirrorFrame314* previous;
+    uintptr_t f_funcobj;     // _PyStackRef
+    PyObject* f_globals;
+    PyObject* f_builtins;
+    PyObject* f_locals;
+    PyObject* frame_obj;
+    uint16_t* instr_ptr;
+    void* stackpointer;
+    uint16_t return_offset;
+    char owner;
+    uint8_t visited;
+};
+
+struct PyLayout {
+    static constexpr const char* kName = "3.14 _PyInterpreterFrame";
+    static constexpr char kOwnedByGenerator = 1;
+    static constexpr char kFirstNonPythonOwner = 3;
+    static constexpr char kOwnedByCStack = 4;
+    static constexpr uintptr_t kStackRefTagBits = 7;  // objects are at least 8-aligned
+
+    template <class R>
+    static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
+        return r.read(tstate + offsetof(PyThreadState, current_frame), out, sizeof *out);
+    }
+
+    template <class R>
+    static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
+        MirrorFrame314 f;
+        if (!r.read(frame, &f, sizeof f)) return false;
+        v->previous = reinterpret_cast<uintptr_t>(f.previous);
+        if (f.owner >= kFirstNonPythonOwner) {
+            v->is_shim = (f.owner == kOwnedByCStack);
+            v->skip = true;
+            return true;
+        }
+        const uintptr_t exe = f.f_executable & ~kStackRefTagBits;
+        if (!is_code_object(r, exe)) {
+            v->skip = true;
+            return true;
+        }
+        v->code = exe;
+        bool incomplete = false;
+        if (!read_instr_offset(r, v->code, reinterpret_cast<uintptr_t>(f.instr_ptr),
+                               f.owner != kOwnedByGenerator, &v->instr, &incomplete))
+            return false;
+        v->skip = incomplete;
+        return true;
+    }
+};
+
+}  // namespace spprof
