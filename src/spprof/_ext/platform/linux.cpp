@@ -1,0 +1,348 @@
+// platform/linux.cpp: platform.h on Linux.
+//
+// Sampling: one SIGPROF handler fed either by a POSIX CPU-time timer per thread
+// (timer_create on the thread's CPU clock, SIGEV_THREAD_ID, each delivery weighted by
+// 1 + overrun because CPU-clock timers fire on the scheduler tick) or by the process-wide
+// setitimer(ITIMER_PROF) fallback, which lands on whichever thread is running and is looked
+// up by tid. Foreign SIGPROFs are chained to the handler installed before ours.
+#if defined(__linux__)
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "../log.h"
+#include "../signal_handler.h"
+#include "../thread_ctx.h"
+#include "platform.h"
+
+namespace spprof {
+
+// One thread's POSIX timer. Exists only while armed: glibc hands out kernel timer id 0 as a
+// valid timer_t, so "no timer" is the absence of this object, never a zero id.
+struct PlatformThread {
+    timer_t id;
+};
+
+namespace {
+
+enum class Mode : int { kNone = 0, kPerThread = 1, kItimer = 2 };
+
+std::atomic<int> g_mode{static_cast<int>(Mode::kNone)};
+std::atomic<uint64_t> g_interval_ns{0};
+TimerKind g_kind = TimerKind::kAuto;
+bool g_handler_installed = false;
+struct sigaction g_prev_action;  // the handler before ours; read by the handler for chaining
+
+struct Counters {
+    std::atomic<uint64_t> signals{0}, foreign{0}, overruns{0}, timers_active{0},
+        timer_failures{0}, no_thread{0};
+};
+Counters g_stats;
+
+inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.fetch_add(n, std::memory_order_relaxed);
+}
+
+// SIGNAL-SAFE: forwards a SIGPROF that is not ours to whoever had it before us. A default
+// action (terminate) is not replayed: a stray SIGPROF while profiling is counted and dropped.
+void chain(int signo, siginfo_t* si, void* uc) {
+    bump(g_stats.foreign);
+    const struct sigaction& prev = g_prev_action;
+    if (prev.sa_flags & SA_SIGINFO) {
+        if (prev.sa_sigaction != nullptr) prev.sa_sigaction(signo, si, uc);
+    } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN &&
+               prev.sa_handler != nullptr) {
+        prev.sa_handler(signo);
+    }
+}
+
+// SIGNAL-SAFE, NO-HEAP: the SIGPROF handler.
+void on_sigprof(int signo, siginfo_t* si, void* uc) {
+    const int saved_errno = errno;
+    const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
+    const uint64_t interval = g_interval_ns.load(std::memory_order_relaxed);
+    if (si != nullptr && mode == Mode::kPerThread && si->si_code == SI_TIMER) {
+        const uint64_t value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
+        if ((value & 0xFFFFFFFF00000000ull) == kTimerValueMagic) {
+            bump(g_stats.signals);
+            const uint64_t overrun = si->si_overrun > 0 ? static_cast<uint64_t>(si->si_overrun) : 0;
+            bump(g_stats.overruns, overrun);
+            if (!capture_by_serial(static_cast<uint32_t>(value), interval * (1 + overrun)))
+                bump(g_stats.no_thread);
+            errno = saved_errno;
+            return;
+        }
+    } else if (si != nullptr && mode == Mode::kItimer && si->si_code == SI_KERNEL) {
+        bump(g_stats.signals);
+        const uint64_t tid = static_cast<uint64_t>(syscall(SYS_gettid));
+        if (!capture_by_tid(tid, interval)) bump(g_stats.no_thread);
+        errno = saved_errno;
+        return;
+    }
+    chain(signo, si, uc);
+    errno = saved_errno;
+}
+
+clockid_t thread_cpu_clock(uint64_t tid) {
+    // The kernel's encoding of a per-thread CPU clock: ~tid << 3 | CPUCLOCK_PERTHREAD | SCHED.
+    return static_cast<clockid_t>((~static_cast<unsigned int>(tid) << 3) | 6u);
+}
+
+Error install_handler() {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigprof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction prev;
+    if (sigaction(SIGPROF, &sa, &prev) != 0) return Error::os("sigaction(SIGPROF) failed", errno);
+    g_prev_action = prev;
+    g_handler_installed = true;
+    return Error::none();
+}
+
+void restore_handler() {
+    if (!g_handler_installed) return;
+    struct sigaction current;
+    sigaction(SIGPROF, nullptr, &current);
+    const bool still_ours =
+        (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigprof;
+    if (still_ours) {
+        // Ignoring a signal discards any instance still pending (POSIX), so a timer signal
+        // queued before its timer was deleted cannot reach the previous (maybe default,
+        // process-terminating) disposition.
+        struct sigaction ign;
+        std::memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGPROF, &ign, nullptr);
+        sigaction(SIGPROF, &g_prev_action, nullptr);
+    } else {
+        log_debug("SIGPROF handler was replaced by the application; leaving theirs in place");
+    }
+    g_handler_installed = false;
+}
+
+Error start_itimer(uint64_t interval_ns) {
+    struct itimerval tv;
+    tv.it_interval.tv_sec = static_cast<time_t>(interval_ns / 1000000000ull);
+    tv.it_interval.tv_usec = static_cast<suseconds_t>((interval_ns % 1000000000ull) / 1000);
+    tv.it_value = tv.it_interval;
+    if (setitimer(ITIMER_PROF, &tv, nullptr) != 0) return Error::os("setitimer(ITIMER_PROF) failed", errno);
+    return Error::none();
+}
+
+void stop_itimer() {
+    struct itimerval tv;
+    std::memset(&tv, 0, sizeof tv);
+    setitimer(ITIMER_PROF, &tv, nullptr);
+}
+
+// Creates and arms one thread's CPU timer. Normal context.
+Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out) {
+    struct sigevent sev;
+    std::memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGPROF;
+#if defined(sigev_notify_thread_id)
+    sev.sigev_notify_thread_id = static_cast<pid_t>(ctx->native_tid_);
+#else
+    sev._sigev_un._tid = static_cast<pid_t>(ctx->native_tid_);
+#endif
+    sev.sigev_value.sival_ptr = reinterpret_cast<void*>(kTimerValueMagic | ctx->serial_);
+    timer_t id;
+    if (timer_create(thread_cpu_clock(ctx->native_tid_), &sev, &id) != 0)
+        return Error::os("timer_create on the thread CPU clock failed", errno);
+    struct itimerspec its;
+    its.it_interval.tv_sec = static_cast<time_t>(interval_ns / 1000000000ull);
+    its.it_interval.tv_nsec = static_cast<long>(interval_ns % 1000000000ull);
+    its.it_value = its.it_interval;
+    if (timer_settime(id, 0, &its, nullptr) != 0) {
+        const int e = errno;
+        timer_delete(id);
+        return Error::os("timer_settime failed", e);
+    }
+    *out = id;
+    return Error::none();
+}
+
+}  // namespace
+
+Error platform_init() { return Error::none(); }
+
+void platform_cleanup() {}
+
+Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* /*sampler_ring*/) {
+    if (g_mode.load() != static_cast<int>(Mode::kNone)) return Error::runtime("sampling timer already running");
+    g_interval_ns.store(interval_ns, std::memory_order_relaxed);
+    g_kind = kind;
+    Error e = install_handler();
+    if (!e.ok()) return e;
+    if (kind == TimerKind::kProcess) {
+        g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
+        e = start_itimer(interval_ns);
+        if (!e.ok()) {
+            g_mode.store(static_cast<int>(Mode::kNone));
+            restore_handler();
+        }
+        log_debug("timer: setitimer(ITIMER_PROF) every %llu ns", static_cast<unsigned long long>(interval_ns));
+        return e;
+    }
+    g_mode.store(static_cast<int>(Mode::kPerThread), std::memory_order_release);
+    log_debug("timer: per-thread CPU timers every %llu ns", static_cast<unsigned long long>(interval_ns));
+    return Error::none();
+}
+
+Error platform_thread_attach(ThreadCtx* ctx) {
+    const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
+    if (mode == Mode::kItimer) return Error::none();  // the process timer covers every thread
+    if (mode != Mode::kPerThread) return Error::runtime("sampling is not running");
+    if (ctx->platform_ != nullptr) return Error::none();
+    timer_t id;
+    Error e = arm_thread_timer(ctx, g_interval_ns.load(std::memory_order_relaxed), &id);
+    if (e.ok()) {
+        ctx->platform_ = new PlatformThread{id};
+        bump(g_stats.timers_active);
+        log_debug("thread %llu: per-thread timer armed", static_cast<unsigned long long>(ctx->native_tid_));
+        return e;
+    }
+    bump(g_stats.timer_failures);
+    if (g_kind == TimerKind::kAuto && g_stats.timers_active.load() == 0) {
+        // Per-thread timers are refused here (seccomp, RLIMIT_SIGPENDING): fall back to the
+        // process timer for the whole session rather than mixing the two.
+        log_warning("per-thread CPU timers unavailable (%s: %s); falling back to setitimer(ITIMER_PROF)",
+                    e.what, std::strerror(e.err));
+        g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
+        Error it = start_itimer(g_interval_ns.load(std::memory_order_relaxed));
+        if (!it.ok()) g_mode.store(static_cast<int>(Mode::kPerThread), std::memory_order_release);
+        return it;
+    }
+    log_warning("thread %llu will not be sampled: %s (%s)", static_cast<unsigned long long>(ctx->native_tid_),
+                e.what, std::strerror(e.err));
+    return e;
+}
+
+void platform_thread_detach(ThreadCtx* ctx) {
+    if (ctx->platform_ == nullptr) return;
+    timer_delete(ctx->platform_->id);
+    delete ctx->platform_;
+    ctx->platform_ = nullptr;
+    g_stats.timers_active.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Error platform_timer_destroy() {
+    const Mode mode = static_cast<Mode>(g_mode.load());
+    if (mode == Mode::kItimer) stop_itimer();
+    g_mode.store(static_cast<int>(Mode::kNone), std::memory_order_release);
+    restore_handler();
+    return Error::none();
+}
+
+void platform_get_stats(PlatformStats* out) {
+    const Mode mode = static_cast<Mode>(g_mode.load());
+    out->timer = mode == Mode::kItimer ? "itimer" : (mode == Mode::kPerThread ? "per-thread" : "none");
+    out->signals = g_stats.signals.load();
+    out->foreign_signals = g_stats.foreign.load();
+    out->overruns = g_stats.overruns.load();
+    out->timers_active = g_stats.timers_active.load();
+    out->timer_failures = g_stats.timer_failures.load();
+    out->no_thread = g_stats.no_thread.load();
+}
+
+void platform_reset_stats() {
+    g_stats.signals.store(0);
+    g_stats.foreign.store(0);
+    g_stats.overruns.store(0);
+    g_stats.timer_failures.store(0);
+    g_stats.no_thread.store(0);
+}
+
+void platform_after_fork_child() {
+    // Timers and itimers are not inherited; the handler is. Put the parent's previous handler
+    // back so the child runs as if it had never been profiled.
+    g_mode.store(static_cast<int>(Mode::kNone));
+    g_stats.timers_active.store(0);
+    if (g_handler_installed) {
+        sigaction(SIGPROF, &g_prev_action, nullptr);
+        g_handler_installed = false;
+    }
+}
+
+uint64_t platform_monotonic_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t platform_thread_cpu_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long /*ident*/, uint64_t* out) {
+    struct timespec ts;
+    if (clock_gettime(thread_cpu_clock(native_tid), &ts) != 0) return false;
+    *out = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+    return true;
+}
+
+uint64_t platform_current_tid() { return static_cast<uint64_t>(syscall(SYS_gettid)); }
+
+uint64_t platform_tid_from_ident(unsigned long ident) {
+    clockid_t clk;
+    if (pthread_getcpuclockid(static_cast<pthread_t>(ident), &clk) != 0) return 0;
+    // Inverse of thread_cpu_clock(): glibc builds the clock id from the thread's kernel tid.
+    const unsigned int bits = static_cast<unsigned int>(clk) >> 3;
+    return static_cast<uint64_t>(~bits & 0x1FFFFFFFu);
+}
+
+size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
+    if (len == 0) return 0;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%llu/comm", static_cast<unsigned long long>(native_tid));
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    const ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    size_t m = static_cast<size_t>(n);
+    while (m > 0 && (buf[m - 1] == '\n' || buf[m - 1] == '\0')) --m;
+    buf[m] = '\0';
+    return m;
+}
+
+bool platform_safe_read(uintptr_t addr, void* out, size_t n) {
+    // process_vm_readv on ourselves reports EFAULT for unmapped memory instead of faulting.
+    // Where a sandbox refuses it, write() into a pipe does the same check (EFAULT), then the
+    // bytes are read back. Called with the GIL held, so the static pipe has one user at a time.
+    static int probe[2] = {-1, -1};
+    static bool use_pipe = false;
+    if (!use_pipe) {
+        struct iovec local = {out, n};
+        struct iovec remote = {reinterpret_cast<void*>(addr), n};
+        const ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (r == static_cast<ssize_t>(n)) return true;
+        if (r < 0 && errno != ENOSYS && errno != EPERM) return false;
+        use_pipe = true;
+        log_debug("process_vm_readv unavailable (%s): validating pointers through a pipe", std::strerror(errno));
+    }
+    if (probe[0] < 0 && pipe2(probe, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+    if (write(probe[1], reinterpret_cast<const void*>(addr), n) != static_cast<ssize_t>(n)) return false;
+    return read(probe[0], out, n) == static_cast<ssize_t>(n);
+}
+
+}  // namespace spprof
+
+#endif  // __linux__

@@ -1,0 +1,141 @@
+// signal_handler.cpp: the capture path (see signal_handler.h). Every function in this file
+// except capture_enable/capture_disable_and_wait/capture_stats is SIGNAL-SAFE and NO-HEAP.
+#include "signal_handler.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "framewalker.h"
+#include "platform/platform.h"
+#include "sample_record.h"
+#include "thread_table.h"
+
+namespace spprof {
+namespace {
+
+std::atomic<ThreadTable*> g_table{nullptr};
+std::atomic<bool> g_on_cpu{true};
+// Handlers currently inside capture_*: stop waits for zero before the table may be freed.
+std::atomic<int> g_in_flight{0};
+
+struct Counters {
+    std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
+        walk_errors{0}, truncated{0};
+};
+Counters g_counters;
+
+static_assert(std::atomic<ThreadTable*>::is_always_lock_free, "read from the signal handler");
+static_assert(std::atomic<int>::is_always_lock_free, "read from the signal handler");
+
+inline void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
+
+// SIGNAL-SAFE, NO-HEAP. Writes one record for the calling thread into ctx's ring.
+bool capture_into(ThreadCtx* ctx, uint64_t weight_ns) {
+    if (ctx == nullptr || ctx->magic_ != kThreadCtxMagic ||
+        ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached) {
+        bump(g_counters.no_thread);
+        return false;
+    }
+    // The thread's own tstate from TSS: NULL once the thread deleted it (it is ending), and
+    // never the GIL holder's, unlike PyThreadState_Get().
+    PyThreadState* self = PyGILState_GetThisThreadState();
+    if (self == nullptr || reinterpret_cast<struct _ts*>(self) != ctx->tstate_) {
+        bump(g_counters.no_thread);
+        return false;
+    }
+    if (ctx->busy_.exchange(true, std::memory_order_acquire)) {
+        bump(g_counters.dropped_busy);
+        ctx->dropped_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    RingBuffer* ring = ctx->ring_.get();
+    constexpr size_t kMaxRecord = sizeof(RawSampleHeader) + kMaxPythonFrames * sizeof(RawFrame);
+    void* space = ring ? ring->reserve(kMaxRecord) : nullptr;
+    if (space == nullptr) {
+        bump(g_counters.dropped_full);
+        ctx->dropped_.fetch_add(1, std::memory_order_relaxed);
+        ctx->busy_.store(false, std::memory_order_release);
+        return false;
+    }
+    auto* hdr = static_cast<RawSampleHeader*>(space);
+    auto* frames = reinterpret_cast<RawFrame*>(hdr + 1);
+    const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(self),
+                                           frames, kMaxPythonFrames);
+    if (w.error) bump(g_counters.walk_errors);
+    if (w.truncated) bump(g_counters.truncated);
+    hdr->timestamp_ns = platform_monotonic_ns();
+    hdr->weight_ns = weight_ns;
+    hdr->native_tid = ctx->native_tid_;
+    hdr->thread_serial = ctx->serial_;
+    hdr->flags = (w.truncated ? kSampleTruncated : 0u) |
+                 (g_on_cpu.load(std::memory_order_relaxed) ? kSampleOnCpu : 0u);
+    hdr->depth = static_cast<uint16_t>(w.depth);
+    hdr->native_depth = 0;
+    hdr->reserved = 0;
+    ring->commit(sizeof(RawSampleHeader) + w.depth * sizeof(RawFrame));
+    ctx->captured_.fetch_add(1, std::memory_order_relaxed);
+    bump(g_counters.captured);
+    ctx->busy_.store(false, std::memory_order_release);
+    return true;
+}
+
+// Keeps g_in_flight raised for the scope of one capture.
+struct InFlight {
+    InFlight() { g_in_flight.fetch_add(1, std::memory_order_acq_rel); }
+    ~InFlight() { g_in_flight.fetch_sub(1, std::memory_order_acq_rel); }
+};
+
+}  // namespace
+
+void capture_enable(ThreadTable* table, bool record_on_cpu) {
+    g_on_cpu.store(record_on_cpu, std::memory_order_relaxed);
+    g_table.store(table, std::memory_order_release);
+}
+
+bool capture_disable_and_wait() {
+    g_table.store(nullptr, std::memory_order_release);
+    // A capture is a few microseconds; a thread preempted inside one may take a scheduler
+    // slice or two. One second means something is badly wrong: report it, never hang.
+    for (int i = 0; i < 100000; ++i) {
+        if (g_in_flight.load(std::memory_order_acquire) == 0) return true;
+        std::this_thread::sleep_for(std::chrono::microseconds(10));
+    }
+    return false;
+}
+
+bool capture_by_serial(uint32_t serial, uint64_t weight_ns) {
+    InFlight guard;
+    ThreadTable* table = g_table.load(std::memory_order_acquire);
+    if (table == nullptr) return false;
+    return capture_into(table->by_serial(serial), weight_ns);
+}
+
+bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns) {
+    InFlight guard;
+    ThreadTable* table = g_table.load(std::memory_order_acquire);
+    if (table == nullptr) return false;
+    return capture_into(table->by_tid(native_tid), weight_ns);
+}
+
+CaptureStats capture_stats() {
+    CaptureStats s;
+    s.captured = g_counters.captured.load(std::memory_order_relaxed);
+    s.dropped_full = g_counters.dropped_full.load(std::memory_order_relaxed);
+    s.dropped_busy = g_counters.dropped_busy.load(std::memory_order_relaxed);
+    s.no_thread = g_counters.no_thread.load(std::memory_order_relaxed);
+    s.walk_errors = g_counters.walk_errors.load(std::memory_order_relaxed);
+    s.truncated = g_counters.truncated.load(std::memory_order_relaxed);
+    return s;
+}
+
+void capture_reset_stats() {
+    g_counters.captured.store(0);
+    g_counters.dropped_full.store(0);
+    g_counters.dropped_busy.store(0);
+    g_counters.no_thread.store(0);
+    g_counters.walk_errors.store(0);
+    g_counters.truncated.store(0);
+}
+
+}  // namespace spprof

@@ -1,0 +1,41 @@
+// signal_handler.h: the capture path: what runs when a sample is due on the Linux signal path.
+//
+// platform/linux.cpp owns the sigaction-level handler (it decodes siginfo) and calls
+// capture_by_serial / capture_by_tid. Those find the ThreadCtx, check that the interrupted
+// thread really is that ctx's Python thread, walk its Python frames into the ctx's ring, and
+// count what went wrong. Everything named capture_* here is SIGNAL-SAFE and NO-HEAP: no
+// allocation, no locks, no Python API beyond PyGILState_GetThisThreadState (a TSS read, no
+// lock, as faulthandler uses it), no logging, bounded loops, errno untouched.
+//
+// capture_enable / capture_disable_and_wait bracket a session (normal context, GIL held).
+#pragma once
+
+#include <cstdint>
+
+namespace spprof {
+
+class ThreadTable;
+
+struct CaptureStats {
+    uint64_t captured = 0;      // records written
+    uint64_t dropped_full = 0;  // ring full: the drain fell behind
+    uint64_t dropped_busy = 0;  // a capture was already running on that thread
+    uint64_t no_thread = 0;     // the signal hit a thread we do not sample (or one ending)
+    uint64_t walk_errors = 0;   // a frame read failed; the partial stack was kept
+    uint64_t truncated = 0;     // deeper than kMaxPythonFrames
+};
+
+// Normal context. Points the capture path at `table`; samples are recorded from now on.
+void capture_enable(ThreadTable* table, bool record_on_cpu);
+// Normal context. Stops recording and waits until no capture is still running, so the table
+// may be freed afterwards. Bounded: gives up after ~1 s (and says so through the return).
+bool capture_disable_and_wait();
+
+// SIGNAL-SAFE. `weight_ns` is the sampled time this delivery stands for.
+bool capture_by_serial(uint32_t serial, uint64_t weight_ns);
+bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns);
+
+CaptureStats capture_stats();
+void capture_reset_stats();
+
+}  // namespace spprof
