@@ -1,0 +1,319 @@
+// module.cpp: the Python bindings of spprof._ext, and nothing else.
+//
+// Module state owns the one Session. Every entry point runs with the GIL held, turns an
+// internal Error into a Python exception (the only place that happens) and returns plain
+// Python data; the typed API (Profile, Sample, Frame) is built in Python from it.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstring>
+#include <memory>
+
+#include "error.h"
+#include "framewalker.h"
+#include "log.h"
+#include "platform/platform.h"
+#include "session.h"
+#include "signal_handler.h"
+
+namespace spprof {
+namespace {
+
+struct ModuleState {
+    Session* session;      // the running session, or nullptr
+    PyObject* last_stats;  // stats() of the last stopped session
+};
+
+ModuleState* state_of(PyObject* module) { return static_cast<ModuleState*>(PyModule_GetState(module)); }
+
+PyObject* raise(const Error& e) {
+    switch (e.kind) {
+        case ErrorKind::kValue: PyErr_SetString(PyExc_ValueError, e.what); break;
+        case ErrorKind::kOS: {
+            PyObject* args = Py_BuildValue("(is)", e.err, e.what);
+            if (args != nullptr) {
+                PyErr_SetObject(PyExc_OSError, args);
+                Py_DECREF(args);
+            }
+            break;
+        }
+        case ErrorKind::kMemory: PyErr_SetString(PyExc_MemoryError, e.what); break;
+        case ErrorKind::kNotImplemented: PyErr_SetString(PyExc_NotImplementedError, e.what); break;
+        default: PyErr_SetString(PyExc_RuntimeError, e.what ? e.what : "spprof internal error"); break;
+    }
+    return nullptr;
+}
+
+// Sets d[key] = value (stealing value). Returns false with an exception set on failure.
+bool put(PyObject* d, const char* key, PyObject* value) {
+    if (value == nullptr) return false;
+    const int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc == 0;
+}
+
+PyObject* build_stats(const Session* s) {
+    PyObject* d = PyDict_New();
+    if (d == nullptr) return nullptr;
+    const CaptureStats cs = capture_stats();
+    PlatformStats ps;
+    platform_get_stats(&ps);
+    const uint64_t dropped_memory = s ? s->counters().dropped_memory : 0;
+    bool ok = put(d, "timer", PyUnicode_FromString(s && !s->running() ? s->timer_name() : ps.timer)) &&
+              put(d, "samples_captured", PyLong_FromUnsignedLongLong(cs.captured)) &&
+              put(d, "samples_dropped", PyLong_FromUnsignedLongLong(cs.dropped_full + cs.dropped_busy + dropped_memory)) &&
+              put(d, "dropped_ring_full", PyLong_FromUnsignedLongLong(cs.dropped_full)) &&
+              put(d, "dropped_busy", PyLong_FromUnsignedLongLong(cs.dropped_busy)) &&
+              put(d, "dropped_memory_limit", PyLong_FromUnsignedLongLong(dropped_memory)) &&
+              put(d, "walk_errors", PyLong_FromUnsignedLongLong(cs.walk_errors)) &&
+              put(d, "truncated_stacks", PyLong_FromUnsignedLongLong(cs.truncated)) &&
+              put(d, "signals", PyLong_FromUnsignedLongLong(ps.signals)) &&
+              put(d, "foreign_signals", PyLong_FromUnsignedLongLong(ps.foreign_signals)) &&
+              put(d, "timer_overruns", PyLong_FromUnsignedLongLong(ps.overruns)) &&
+              put(d, "timers_active", PyLong_FromUnsignedLongLong(ps.timers_active)) &&
+              put(d, "timer_failures", PyLong_FromUnsignedLongLong(ps.timer_failures)) &&
+              put(d, "signals_on_unsampled_threads", PyLong_FromUnsignedLongLong(cs.no_thread)) &&
+              put(d, "threads_sampled", PyLong_FromUnsignedLongLong(ps.threads_sampled)) &&
+              put(d, "threads_skipped", PyLong_FromUnsignedLongLong(ps.threads_skipped)) &&
+              put(d, "total_suspend_ns", PyLong_FromUnsignedLongLong(ps.total_suspend_ns)) &&
+              put(d, "max_suspend_ns", PyLong_FromUnsignedLongLong(ps.max_suspend_ns)) &&
+              put(d, "mach_walk_errors", PyLong_FromUnsignedLongLong(ps.walk_errors)) &&
+              put(d, "frame_layout", PyUnicode_FromString(PyLayout::kName));
+    if (ok && s != nullptr) {
+        const SessionCounters& c = s->counters();
+        ok = put(d, "threads_seen", PyLong_FromSize_t(s->threads().size())) &&
+             put(d, "threads_ended", PyLong_FromUnsignedLongLong(c.threads_ended)) &&
+             put(d, "threads_found_by_scan", PyLong_FromUnsignedLongLong(c.threads_discovered_by_scan)) &&
+             put(d, "timer_attach_failures", PyLong_FromUnsignedLongLong(c.attach_failures)) &&
+             put(d, "drains", PyLong_FromUnsignedLongLong(c.drains)) &&
+             put(d, "records_drained", PyLong_FromUnsignedLongLong(c.records)) &&
+             put(d, "records_unknown_thread", PyLong_FromUnsignedLongLong(c.unknown_thread)) &&
+             put(d, "unknown_frames", PyLong_FromUnsignedLongLong(s->resolver().unknown_count())) &&
+             put(d, "distinct_stacks", PyLong_FromSize_t(s->store().stack_count())) &&
+             put(d, "distinct_frames", PyLong_FromSize_t(s->resolver().frames().size())) &&
+             put(d, "code_objects", PyLong_FromSize_t(s->resolver().code_count())) &&
+             put(d, "samples_stored", PyLong_FromSize_t(s->store().sample_count())) &&
+             put(d, "memory_bytes", PyLong_FromSize_t(s->memory_bytes())) &&
+             put(d, "memory_limit_bytes", PyLong_FromSize_t(s->config().memory_limit_bytes));
+    }
+    if (!ok) {
+        Py_DECREF(d);
+        return nullptr;
+    }
+    return d;
+}
+
+PyObject* export_profile(const Session* s, PyObject* stats) {
+    const Resolver& res = s->resolver();
+    const StringTable& str = res.strings();
+    PyObject* frames = PyList_New(static_cast<Py_ssize_t>(res.frames().size()));
+    if (frames == nullptr) return nullptr;
+    for (size_t i = 0; i < res.frames().size(); ++i) {
+        const FrameInfo& f = res.frames()[i];
+        PyObject* t = Py_BuildValue("(s#s#s#iiO)", str.at(f.name).data(), static_cast<Py_ssize_t>(str.at(f.name).size()),
+                                    str.at(f.qualname).data(), static_cast<Py_ssize_t>(str.at(f.qualname).size()),
+                                    str.at(f.file).data(), static_cast<Py_ssize_t>(str.at(f.file).size()),
+                                    f.line, f.first_line, f.native ? Py_True : Py_False);
+        if (t == nullptr) {
+            Py_DECREF(frames);
+            return nullptr;
+        }
+        PyList_SET_ITEM(frames, static_cast<Py_ssize_t>(i), t);
+    }
+    const StackStore& st = s->store();
+    PyObject* stacks = PyList_New(static_cast<Py_ssize_t>(st.stack_count()));
+    if (stacks == nullptr) {
+        Py_DECREF(frames);
+        return nullptr;
+    }
+    for (uint32_t id = 0; id < st.stack_count(); ++id) {
+        const uint32_t b = st.begin(id), e = st.end(id);
+        PyObject* t = PyTuple_New(e - b);
+        if (t == nullptr) {
+            Py_DECREF(frames);
+            Py_DECREF(stacks);
+            return nullptr;
+        }
+        for (uint32_t k = b; k < e; ++k) PyTuple_SET_ITEM(t, k - b, PyLong_FromUnsignedLong(st.pool()[k]));
+        PyList_SET_ITEM(stacks, id, t);
+    }
+    PyObject* samples = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(st.sample_count() * sizeof(SampleRow)));
+    if (samples == nullptr) {
+        Py_DECREF(frames);
+        Py_DECREF(stacks);
+        return nullptr;
+    }
+    st.copy_samples(reinterpret_cast<SampleRow*>(PyBytes_AS_STRING(samples)));
+    PyObject* threads = PyList_New(0);
+    PyObject* result = PyDict_New();
+    bool ok = threads != nullptr && result != nullptr;
+    for (size_t i = 0; ok && i < s->threads().size(); ++i) {
+        const ThreadRecord& r = s->threads()[i];
+        const uint64_t cpu = r.cpu_last_ns >= r.cpu_start_ns ? r.cpu_last_ns - r.cpu_start_ns : 0;
+        PyObject* t = Py_BuildValue("{s:n,s:k,s:K,s:s#,s:K,s:K,s:K}", "serial", static_cast<Py_ssize_t>(i),
+                                    "ident", r.ident, "native_id", static_cast<unsigned long long>(r.native_tid),
+                                    "name", r.name.data(), static_cast<Py_ssize_t>(r.name.size()), "cpu_ns",
+                                    static_cast<unsigned long long>(cpu), "registered_ns",
+                                    static_cast<unsigned long long>(r.registered_ns), "ended_ns",
+                                    static_cast<unsigned long long>(r.ended_ns));
+        ok = t != nullptr && PyList_Append(threads, t) == 0;
+        Py_XDECREF(t);
+    }
+    ok = ok && put(result, "frames", frames) && put(result, "stacks", stacks) && put(result, "samples", samples);
+    frames = stacks = samples = nullptr;
+    if (ok) {
+        Py_INCREF(threads);
+        Py_INCREF(stats);
+        ok = put(result, "threads", threads) && put(result, "stats", stats) &&
+             put(result, "start_ns", PyLong_FromUnsignedLongLong(s->start_ns())) &&
+             put(result, "end_ns", PyLong_FromUnsignedLongLong(s->end_ns())) &&
+             put(result, "interval_ns", PyLong_FromUnsignedLongLong(s->config().interval_ns));
+    }
+    Py_XDECREF(frames);
+    Py_XDECREF(stacks);
+    Py_XDECREF(samples);
+    Py_XDECREF(threads);
+    if (!ok) {
+        Py_XDECREF(result);
+        return nullptr;
+    }
+    return result;
+}
+
+PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
+    static const char* kwlist[] = {"interval_ns", "timer", "memory_limit_bytes", "ring_bytes",
+                                   "drain_interval_ms", nullptr};
+    unsigned long long interval_ns = 0, memory_limit = 0, ring_bytes = 256u << 10;
+    const char* timer = "auto";
+    unsigned int drain_ms = 50;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKI", const_cast<char**>(kwlist), &interval_ns,
+                                     &timer, &memory_limit, &ring_bytes, &drain_ms))
+        return nullptr;
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) return raise(Error::runtime("profiler is already running"));
+    if (interval_ns < 1'000'000ull || interval_ns > 1'000'000'000ull)
+        return raise(Error::value("interval must be between 1 ms and 1000 ms"));
+    SessionConfig cfg;
+    cfg.interval_ns = interval_ns;
+    if (std::strcmp(timer, "auto") == 0) cfg.timer = TimerKind::kAuto;
+    else if (std::strcmp(timer, "thread") == 0) cfg.timer = TimerKind::kPerThread;
+    else if (std::strcmp(timer, "itimer") == 0) cfg.timer = TimerKind::kProcess;
+    else return raise(Error::value("timer must be 'auto', 'thread' or 'itimer'"));
+    if (memory_limit != 0) cfg.memory_limit_bytes = static_cast<size_t>(memory_limit);
+    cfg.ring_bytes = static_cast<size_t>(ring_bytes);
+    cfg.drain_interval_ms = drain_ms == 0 ? 1 : drain_ms;
+    auto session = std::make_unique<Session>(cfg);
+    Error e = session->start();
+    if (!e.ok()) {
+        if (session->running()) session->stop();
+        session->release_references();
+        return raise(e);
+    }
+    st->session = session.release();
+    Py_RETURN_NONE;
+}
+
+PyObject* py_stop(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    if (st->session == nullptr) return raise(Error::runtime("profiler is not running"));
+    std::unique_ptr<Session> session(st->session);
+    st->session = nullptr;
+    Error e = session->stop();
+    PyObject* stats = build_stats(session.get());
+    if (stats != nullptr) {
+        Py_XSETREF(st->last_stats, stats);
+        Py_INCREF(stats);
+    }
+    PyObject* result = (e.ok() && stats != nullptr) ? export_profile(session.get(), stats) : nullptr;
+    Py_XDECREF(stats);
+    session->release_references();
+    if (!e.ok()) return raise(e);
+    return result;
+}
+
+PyObject* py_is_active(PyObject* module, PyObject*) {
+    return PyBool_FromLong(state_of(module)->session != nullptr);
+}
+
+PyObject* py_stats(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) return build_stats(st->session);
+    if (st->last_stats != nullptr) return PyDict_Copy(st->last_stats);
+    return build_stats(nullptr);
+}
+
+PyObject* py_register_current_thread(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) {
+        Error e = st->session->register_current_thread();
+        if (!e.ok()) return raise(e);
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject* py_drain(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) st->session->periodic();
+    Py_RETURN_NONE;
+}
+
+PyObject* py_after_fork_child(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    platform_after_fork_child();
+    if (st->session != nullptr) {
+        // Leaked on purpose: its drain thread is gone and its locks may be held.
+        st->session->abandon_after_fork();
+        st->session = nullptr;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject* py_set_debug(PyObject*, PyObject* arg) {
+    const int on = PyObject_IsTrue(arg);
+    if (on < 0) return nullptr;
+    log_set_debug(on != 0);
+    Py_RETURN_NONE;
+}
+
+PyMethodDef kMethods[] = {
+    {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_start)), METH_VARARGS | METH_KEYWORDS,
+     "start(interval_ns, timer='auto', memory_limit_bytes=0, ring_bytes=262144, drain_interval_ms=50)"},
+    {"stop", py_stop, METH_NOARGS, "stop() -> dict: the raw profile"},
+    {"is_active", py_is_active, METH_NOARGS, "is_active() -> bool"},
+    {"stats", py_stats, METH_NOARGS, "stats() -> dict"},
+    {"register_current_thread", py_register_current_thread, METH_NOARGS,
+     "register the calling thread with the running session"},
+    {"drain", py_drain, METH_NOARGS, "drain the sample rings now"},
+    {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
+    {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},
+    {nullptr, nullptr, 0, nullptr}};
+
+int module_traverse(PyObject* module, visitproc visit, void* arg) {
+    ModuleState* st = state_of(module);
+    if (st != nullptr) Py_VISIT(st->last_stats);
+    return 0;
+}
+
+int module_clear(PyObject* module) {
+    ModuleState* st = state_of(module);
+    if (st != nullptr) Py_CLEAR(st->last_stats);
+    return 0;
+}
+
+PyModuleDef kModule = {
+    PyModuleDef_HEAD_INIT, "spprof._ext", "spprof native core: sampling, capture and resolution.",
+    sizeof(ModuleState), kMethods, nullptr, module_traverse, module_clear, nullptr};
+
+}  // namespace
+}  // namespace spprof
+
+extern "C" PyMODINIT_FUNC PyInit__ext(void) {
+    spprof::Error e = spprof::platform_init();
+    if (!e.ok()) return spprof::raise(e);
+    PyObject* m = PyModule_Create(&spprof::kModule);
+    if (m == nullptr) return nullptr;
+    auto* st = spprof::state_of(m);
+    st->session = nullptr;
+    st->last_stats = nullptr;
+    return m;
+}

@@ -1,0 +1,141 @@
+// resolver.cpp: see resolver.h. Everything here runs on the drain with the GIL held.
+#include "resolver.h"
+
+#include <cstddef>
+
+#include "platform/platform.h"
+
+namespace spprof {
+
+uint32_t StringTable::intern(const std::string& s) {
+    auto it = ids_.find(s);
+    if (it != ids_.end()) return it->second;
+    const uint32_t id = static_cast<uint32_t>(strings_.size());
+    strings_.push_back(s);
+    ids_.emplace(s, id);
+    bytes_ += 2 * s.size() + 96;  // both copies plus container overhead, roughly
+    return id;
+}
+
+namespace {
+
+std::string utf8_of(PyObject* s) {
+    if (s == nullptr || !PyUnicode_Check(s)) return "<?>";
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(s, &n);
+    if (p == nullptr) {
+        PyErr_Clear();
+        return "<?>";
+    }
+    return std::string(p, static_cast<size_t>(n));
+}
+
+// A freed block holds an allocator pointer (or nothing) where a live object keeps its count;
+// 2^40 references is more than any live object has (3.12+ immortal objects use 2^32 - 1).
+constexpr Py_ssize_t kMaxPlausibleRefcnt = static_cast<Py_ssize_t>(1) << 40;
+
+bool looks_like_live_code(uintptr_t p, uint32_t fingerprint) {
+    if (p < 4096 || (p & 7) != 0) return false;
+    Py_ssize_t refcnt = 0;
+    uintptr_t type = 0;
+    if (!platform_safe_read(p, &refcnt, sizeof refcnt)) return false;
+    if (!platform_safe_read(p + offsetof(PyObject, ob_type), &type, sizeof type)) return false;
+    if (type != reinterpret_cast<uintptr_t>(&PyCode_Type)) return false;
+    if (refcnt < 1 || refcnt > kMaxPlausibleRefcnt) return false;
+    int first_line = 0;
+    uintptr_t name = 0;
+    if (!platform_safe_read(p + offsetof(PyCodeObject, co_firstlineno), &first_line, sizeof first_line))
+        return false;
+    if (!platform_safe_read(p + offsetof(PyCodeObject, co_name), &name, sizeof name)) return false;
+    return code_fingerprint(first_line, name) == fingerprint;
+}
+
+uint32_t code_units(PyCodeObject* co) {
+#if PY_VERSION_HEX >= 0x030B0000
+    return static_cast<uint32_t>(Py_SIZE(co));
+#else
+    return co->co_code != nullptr ? static_cast<uint32_t>(PyBytes_GET_SIZE(co->co_code) / 2) : 0u;
+#endif
+}
+
+}  // namespace
+
+Resolver::Resolver() {
+    const uint32_t unknown = strings_.intern("<unknown>");
+    const uint32_t truncated = strings_.intern("<truncated>");
+    const uint32_t empty = strings_.intern("");
+    frames_.push_back(FrameInfo{unknown, unknown, empty, 0, 0, false});
+    frames_.push_back(FrameInfo{truncated, truncated, empty, 0, 0, false});
+}
+
+Resolver::~Resolver() {
+    // A Resolver dropped without release() (e.g. in a forked child) leaks its references on
+    // purpose: touching reference counts without the GIL would be worse.
+}
+
+void Resolver::release() {
+    for (auto& kv : codes_) Py_CLEAR(kv.second.code);
+    codes_.clear();
+    released_ = true;
+}
+
+Resolver::CodeEntry* Resolver::lookup_code(uintptr_t code, uint32_t fingerprint) {
+    auto it = codes_.find(code);
+    if (it != codes_.end()) {
+        // While we hold a reference the address cannot be reused, so a different fingerprint
+        // means the capture read something torn: do not trust it.
+        if (it->second.code == nullptr || it->second.fingerprint != fingerprint) return nullptr;
+        return &it->second;
+    }
+    if (released_ || !looks_like_live_code(code, fingerprint)) return nullptr;
+    PyObject* obj = reinterpret_cast<PyObject*>(code);
+    Py_INCREF(obj);
+    auto* co = reinterpret_cast<PyCodeObject*>(obj);
+    CodeEntry e;
+    e.code = obj;
+    e.fingerprint = fingerprint;
+    e.name = strings_.intern(utf8_of(co->co_name));
+#if PY_VERSION_HEX >= 0x030B0000
+    e.qualname = strings_.intern(utf8_of(co->co_qualname));
+#else
+    e.qualname = e.name;
+#endif
+    e.file = strings_.intern(utf8_of(co->co_filename));
+    e.first_line = co->co_firstlineno;
+    e.n_units = code_units(co);
+    return &codes_.emplace(code, std::move(e)).first->second;
+}
+
+uint32_t Resolver::intern_frame(const FrameKey& key, int32_t first_line) {
+    auto it = frame_ids_.find(key);
+    if (it != frame_ids_.end()) return it->second;
+    const uint32_t id = static_cast<uint32_t>(frames_.size());
+    frames_.push_back(FrameInfo{key.name, key.qualname, key.file, key.line, first_line, false});
+    frame_ids_.emplace(key, id);
+    return id;
+}
+
+uint32_t Resolver::resolve(const RawFrame& raw) {
+    CodeEntry* e = lookup_code(static_cast<uintptr_t>(raw.code), raw.fingerprint);
+    const uint32_t instr = raw.instr & ~kInstrEntryFlag;
+    if (e == nullptr || instr >= e->n_units) {
+        ++unknown_;
+        return kUnknownFrame;
+    }
+    auto it = e->frame_by_instr.find(instr);
+    if (it != e->frame_by_instr.end()) return it->second;
+    int line = PyCode_Addr2Line(reinterpret_cast<PyCodeObject*>(e->code), static_cast<int>(instr * 2));
+    if (line < 0) line = e->first_line;
+    const uint32_t id = intern_frame(FrameKey{e->qualname, e->file, e->name, line}, e->first_line);
+    e->frame_by_instr.emplace(instr, id);
+    return id;
+}
+
+size_t Resolver::memory_bytes() const {
+    size_t per_instr = 0;
+    for (const auto& kv : codes_) per_instr += kv.second.frame_by_instr.size();
+    return strings_.memory_bytes() + codes_.size() * 160 + per_instr * 40 +
+           frames_.size() * (sizeof(FrameInfo) + 48);
+}
+
+}  // namespace spprof

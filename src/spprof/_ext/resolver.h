@@ -1,0 +1,104 @@
+// resolver.h: turns raw frames (code pointer, instruction offset, fingerprint) into interned
+// frames (function, qualified name, file, line).
+//
+// Threads: the drain only, GIL held. A code pointer seen for the first time is validated
+// before it is touched as an object (it may have died since capture): a read that cannot
+// fault (platform_safe_read) must show a code-object type, a plausible reference count and
+// the fingerprint taken at capture. Only then is a reference taken, for the rest of the
+// session, so the same address can never be reused under us. A frame that cannot be proven
+// valid becomes the counted <unknown> frame, never a wrong name.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sample_record.h"
+
+namespace spprof {
+
+class StringTable {
+public:
+    uint32_t intern(const std::string& s);
+    const std::string& at(uint32_t id) const { return strings_[id]; }
+    size_t size() const { return strings_.size(); }
+    size_t memory_bytes() const { return bytes_; }
+
+private:
+    std::vector<std::string> strings_;
+    std::unordered_map<std::string, uint32_t> ids_;
+    size_t bytes_ = 0;
+};
+
+struct FrameInfo {
+    uint32_t name;      // co_name
+    uint32_t qualname;  // co_qualname (3.11+), else co_name
+    uint32_t file;      // co_filename
+    int32_t line;       // the line executing
+    int32_t first_line; // co_firstlineno
+    bool native;
+};
+
+class Resolver {
+public:
+    // Synthetic frames every session has, at fixed ids.
+    static constexpr uint32_t kUnknownFrame = 0;    // a code object that could not be proven live
+    static constexpr uint32_t kTruncatedFrame = 1;  // stands for the lost root side of a deep stack
+
+    Resolver();
+    ~Resolver();  // must not run before release(): it holds references
+    Resolver(const Resolver&) = delete;
+    Resolver& operator=(const Resolver&) = delete;
+
+    // GIL held. Returns a frame id.
+    uint32_t resolve(const RawFrame& raw);
+    // GIL held. Drops every reference taken; resolve() must not be called afterwards.
+    void release();
+
+    const std::vector<FrameInfo>& frames() const { return frames_; }
+    const StringTable& strings() const { return strings_; }
+    uint64_t unknown_count() const { return unknown_; }
+    size_t code_count() const { return codes_.size(); }
+    size_t memory_bytes() const;
+
+private:
+    struct CodeEntry {
+        PyObject* code = nullptr;  // strong reference, or nullptr for a rejected pointer
+        uint32_t fingerprint = 0;
+        uint32_t name = 0, qualname = 0, file = 0;
+        int32_t first_line = 0;
+        uint32_t n_units = 0;
+        std::unordered_map<uint32_t, uint32_t> frame_by_instr;
+    };
+    struct FrameKey {
+        uint32_t qualname, file, name;
+        int32_t line;
+        bool operator==(const FrameKey& o) const {
+            return qualname == o.qualname && file == o.file && name == o.name && line == o.line;
+        }
+    };
+    struct FrameKeyHash {
+        size_t operator()(const FrameKey& k) const {
+            uint64_t h = k.qualname * 0x9E3779B97F4A7C15ull;
+            h ^= (k.file + 0x632BE59BD9B4E019ull) + (h << 6) + (h >> 2);
+            h ^= (static_cast<uint64_t>(static_cast<uint32_t>(k.line)) << 32 | k.name) + (h << 6) + (h >> 2);
+            return static_cast<size_t>(h);
+        }
+    };
+
+    CodeEntry* lookup_code(uintptr_t code, uint32_t fingerprint);
+    uint32_t intern_frame(const FrameKey& key, int32_t first_line);
+
+    std::unordered_map<uintptr_t, CodeEntry> codes_;
+    std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frame_ids_;
+    std::vector<FrameInfo> frames_;
+    StringTable strings_;
+    uint64_t unknown_ = 0;
+    bool released_ = false;
+};
+
+}  // namespace spprof

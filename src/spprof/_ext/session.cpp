@@ -1,0 +1,348 @@
+// session.cpp: see session.h.
+#include "session.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "log.h"
+#include "sample_record.h"
+#include "signal_handler.h"
+
+namespace spprof {
+
+namespace {
+
+uint64_t native_tid_of(PyThreadState* ts) {
+#if PY_VERSION_HEX >= 0x030B0000
+    return ts->native_thread_id;
+#else
+    return platform_tid_from_ident(ts->thread_id);
+#endif
+}
+
+// Normal context. A thread's display name when threading does not know it.
+std::string os_thread_name(uint64_t tid) {
+    char buf[64];
+    if (platform_thread_name(tid, buf, sizeof buf) > 0) return std::string(buf);
+    return "Thread-" + std::to_string(tid);
+}
+
+}  // namespace
+
+// GIL held. threading._active maps ident -> Thread; the returned dict is a new reference.
+static PyObject* threading_active() {
+    PyObject* name = PyUnicode_FromString("threading");
+    if (name == nullptr) {
+        PyErr_Clear();
+        return nullptr;
+    }
+    PyObject* threading = PyImport_GetModule(name);
+    Py_DECREF(name);
+    if (threading == nullptr) {
+        PyErr_Clear();
+        return nullptr;
+    }
+    PyObject* active = PyObject_GetAttrString(threading, "_active");
+    Py_DECREF(threading);
+    if (active == nullptr || !PyDict_Check(active)) {
+        Py_XDECREF(active);
+        PyErr_Clear();
+        return nullptr;
+    }
+    return active;
+}
+
+// GIL held. Names a thread after its threading.Thread while that is still registered.
+static void refresh_name(ThreadRecord& rec, PyObject* active) {
+    PyObject* key = PyLong_FromUnsignedLong(rec.ident);
+    if (key == nullptr) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject* thread = PyDict_GetItemWithError(active, key);  // borrowed
+    Py_DECREF(key);
+    if (thread == nullptr) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject* name = PyObject_GetAttrString(thread, "_name");
+    if (name != nullptr && PyUnicode_Check(name)) {
+        const char* utf8 = PyUnicode_AsUTF8(name);
+        if (utf8 != nullptr) {
+            rec.name = utf8;
+            rec.name_from_threading = true;
+        }
+    }
+    Py_XDECREF(name);
+    PyErr_Clear();
+}
+
+Session::Session(const SessionConfig& config)
+    : config_(config), sampler_ring_(config.ring_bytes) {
+    stack_buf_.reserve(kMaxPythonFrames + 1);
+}
+
+Session::~Session() = default;
+
+Error Session::start() {
+    capture_reset_stats();
+    platform_reset_stats();
+    start_ns_ = platform_monotonic_ns();
+    // Handler first, then the table the handler reads, then the timers that fire into it.
+    Error e = platform_timer_create(config_.interval_ns, config_.timer, &sampler_ring_);
+    if (!e.ok()) return e;
+    capture_enable(&table_, true);
+    running_ = true;
+    scan_threads();
+    PlatformStats ps;
+    platform_get_stats(&ps);
+    if (table_.size() == 0 || (std::strcmp(ps.timer, "per-thread") == 0 && ps.timers_active == 0)) {
+        stop();
+        return Error::runtime("no thread could be sampled (per-thread timers refused and no fallback)");
+    }
+    timer_name_ = ps.timer;
+    start_drain_thread();
+    log_debug("session started: interval %llu ns, timer %s, %zu threads",
+              static_cast<unsigned long long>(config_.interval_ns), ps.timer, table_.size());
+    return Error::none();
+}
+
+Error Session::stop() {
+    if (!running_) return Error::runtime("session is not running");
+    stop_drain_thread();
+    PlatformStats ps;
+    platform_get_stats(&ps);
+    timer_name_ = ps.timer;  // a fallback may have happened after start()
+    // No capture may start or still run once the timers are gone and the table unpublished.
+    for (size_t i = 0; i < table_.size(); ++i) platform_thread_detach(table_.at(i));
+    platform_timer_destroy();
+    if (!capture_disable_and_wait()) {
+        log_warning("a sample capture did not finish within 1 s of stop(); leaking the session rings");
+    }
+    for (size_t i = 0; i < table_.size(); ++i)
+        table_.at(i)->state_.store(ThreadState::kDetached, std::memory_order_release);
+    end_ns_ = platform_monotonic_ns();
+    refresh_names_and_cpu();
+    drain_all();
+    for (auto& r : records_) {
+        if (r.alive) {
+            r.alive = false;
+            r.ended_ns = 0;  // still running at stop: "ended" means ended before stop()
+        }
+    }
+    running_ = false;
+    const CaptureStats cs = capture_stats();
+    log_debug("session stopped: %llu captured, %llu dropped (ring full %llu, busy %llu, memory %llu), "
+              "%zu threads, %zu stacks, %zu samples, %zu code objects",
+              static_cast<unsigned long long>(cs.captured),
+              static_cast<unsigned long long>(cs.dropped_full + cs.dropped_busy + counters_.dropped_memory),
+              static_cast<unsigned long long>(cs.dropped_full), static_cast<unsigned long long>(cs.dropped_busy),
+              static_cast<unsigned long long>(counters_.dropped_memory), table_.size(),
+              store_.stack_count(), store_.sample_count(), resolver_.code_count());
+    return Error::none();
+}
+
+void Session::abandon_after_fork() {
+    // The drain thread does not exist in the child and its mutex may be held: touch neither.
+    running_ = false;
+    drain_started_ = false;
+}
+
+ThreadCtx* Session::register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid) {
+    const uint32_t serial = table_.next_serial();
+    if (serial > kSerialMask) return nullptr;
+    auto ctx = std::make_unique<ThreadCtx>(serial, reinterpret_cast<struct _ts*>(ts), tid, ident,
+                                           config_.ring_bytes);
+    ThreadCtx* raw = table_.add(std::move(ctx));
+    if (raw == nullptr) return nullptr;
+    ThreadRecord rec;
+    rec.ident = ident;
+    rec.native_tid = tid;
+    rec.tstate = ts;
+    rec.registered_ns = platform_monotonic_ns();
+    platform_thread_cpu_ns_of(tid, ident, &rec.cpu_start_ns);
+    rec.cpu_last_ns = rec.cpu_start_ns;
+    rec.name = os_thread_name(tid);
+    if (PyObject* active = threading_active()) {
+        refresh_name(rec, active);
+        Py_DECREF(active);
+    }
+    records_.push_back(std::move(rec));
+    live_by_tstate_[ts] = serial;
+    Error e = platform_thread_attach(raw);
+    if (!e.ok()) ++counters_.attach_failures;
+    log_debug("thread registered: serial %u ident %lu tid %llu%s", serial, ident,
+              static_cast<unsigned long long>(tid), e.ok() ? "" : " (not armed)");
+    return raw;
+}
+
+Error Session::register_current_thread() {
+    if (!running_) return Error::none();
+    PyThreadState* ts = PyThreadState_Get();
+    if (ts == drain_tstate_) return Error::none();
+    auto it = live_by_tstate_.find(ts);
+    if (it != live_by_tstate_.end() && records_[it->second].ident == ts->thread_id) return Error::none();
+    if (it != live_by_tstate_.end()) retire(it->second);  // same tstate memory, new thread
+    if (register_thread(ts, ts->thread_id, platform_current_tid()) == nullptr)
+        return Error::runtime("too many threads in one session");
+    return Error::none();
+}
+
+void Session::scan_threads() {
+    // Called with the GIL held. New thread states are only ever linked at the head of the
+    // list (fully initialised first) and a thread unlinks its own state with the GIL held,
+    // so walking the list under the GIL sees a consistent chain.
+    PyInterpreterState* interp = PyThreadState_Get()->interp;
+    std::unordered_map<PyThreadState*, bool> seen;
+    for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr;
+         ts = PyThreadState_Next(ts)) {
+        if (ts == drain_tstate_ || ts->thread_id == 0) continue;  // ours, or not bound yet
+        auto it = live_by_tstate_.find(ts);
+        if (it != live_by_tstate_.end() && records_[it->second].ident == ts->thread_id) {
+            seen[ts] = true;
+            continue;
+        }
+        const uint64_t tid = native_tid_of(ts);
+        if (tid == 0) continue;  // native id not written yet: next scan
+        if (it != live_by_tstate_.end()) retire(it->second);
+        if (register_thread(ts, ts->thread_id, tid) != nullptr) {
+            seen[ts] = true;
+            if (running_ && drain_started_) ++counters_.threads_discovered_by_scan;
+        }
+    }
+    std::vector<uint32_t> gone;
+    for (const auto& kv : live_by_tstate_)
+        if (seen.find(kv.first) == seen.end()) gone.push_back(kv.second);
+    for (uint32_t serial : gone) retire(serial);
+}
+
+void Session::retire(uint32_t serial) {
+    ThreadRecord& rec = records_[serial];
+    if (!rec.alive) return;
+    ThreadCtx* ctx = table_.by_serial(serial);
+    if (ctx == nullptr) return;
+    platform_thread_detach(ctx);
+    // The thread deleted its own thread state before we saw it gone; from then on its
+    // handler finds no tstate and never touches the ring, so draining and freeing it is safe.
+    ctx->state_.store(ThreadState::kDetached, std::memory_order_release);
+    if (ctx->ring_) {
+        drain_ring(ctx->ring_.get());
+        ctx->ring_.reset();
+    }
+    rec.alive = false;
+    rec.ended_ns = platform_monotonic_ns();
+    live_by_tstate_.erase(rec.tstate);
+    ++counters_.threads_ended;
+    log_debug("thread ended: serial %u ident %lu tid %llu", serial, rec.ident,
+              static_cast<unsigned long long>(rec.native_tid));
+}
+
+void Session::refresh_names_and_cpu() {
+    for (auto& rec : records_)
+        if (rec.alive) platform_thread_cpu_ns_of(rec.native_tid, rec.ident, &rec.cpu_last_ns);
+    PyObject* active = threading_active();
+    if (active == nullptr) return;
+    for (auto& rec : records_)
+        if (rec.alive) refresh_name(rec, active);
+    Py_DECREF(active);
+}
+
+void Session::drain_ring(RingBuffer* ring) {
+    size_t size = 0;
+    while (const void* rec = ring->peek(&size)) {
+        ++counters_.records;
+        const auto* hdr = static_cast<const RawSampleHeader*>(rec);
+        const auto* frames = reinterpret_cast<const RawFrame*>(hdr + 1);
+        uint32_t serial = hdr->thread_serial;
+        if (serial == kNoThreadSerial) {
+            for (size_t i = records_.size(); i-- > 0;) {
+                if (records_[i].native_tid == hdr->native_tid) {
+                    serial = static_cast<uint32_t>(i);
+                    break;
+                }
+            }
+        }
+        if (serial >= records_.size()) {
+            ++counters_.unknown_thread;
+            ring->pop();
+            continue;
+        }
+        if (over_limit_) {
+            ++counters_.dropped_memory;
+            ring->pop();
+            continue;
+        }
+        stack_buf_.clear();
+        if (hdr->flags & kSampleTruncated) stack_buf_.push_back(Resolver::kTruncatedFrame);
+        const uint32_t depth = hdr->depth <= kMaxPythonFrames ? hdr->depth : kMaxPythonFrames;
+        for (uint32_t i = depth; i-- > 0;) stack_buf_.push_back(resolver_.resolve(frames[i]));
+        const uint32_t stack = store_.intern(stack_buf_.data(), static_cast<uint32_t>(stack_buf_.size()));
+        store_.add_sample(SampleRow{hdr->timestamp_ns, hdr->weight_ns, stack,
+                                    (serial & kSerialMask) | ((hdr->flags & 0xFFu) << kSerialBits)});
+        ring->pop();
+    }
+}
+
+void Session::drain_all() {
+    over_limit_ = memory_bytes() > config_.memory_limit_bytes;
+    for (size_t i = 0; i < table_.size(); ++i) {
+        ThreadCtx* ctx = table_.at(i);
+        if (ctx->ring_) drain_ring(ctx->ring_.get());
+    }
+    drain_ring(&sampler_ring_);
+    ++counters_.drains;
+}
+
+void Session::periodic() {
+    if (!running_) return;
+    scan_threads();
+    refresh_names_and_cpu();
+    drain_all();
+}
+
+void Session::start_drain_thread() {
+    drain_stop_ = false;
+    if (pthread_create(&drain_thread_, nullptr, &Session::drain_main, this) == 0) {
+        drain_started_ = true;
+    } else {
+        log_warning("could not start the drain thread; samples are drained at stop() only");
+    }
+}
+
+void Session::stop_drain_thread() {
+    if (!drain_started_) return;
+    {
+        std::lock_guard<std::mutex> lock(drain_mutex_);
+        drain_stop_ = true;
+    }
+    drain_cv_.notify_all();
+    // The drain thread may be waiting for the GIL we hold.
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(drain_thread_, nullptr);
+    Py_END_ALLOW_THREADS
+    drain_started_ = false;
+    drain_tstate_ = nullptr;
+}
+
+void* Session::drain_main(void* arg) {
+    auto* self = static_cast<Session*>(arg);
+    PyGILState_STATE gil = PyGILState_Ensure();
+    self->drain_tstate_ = PyThreadState_Get();
+    PyThreadState* saved = PyEval_SaveThread();
+    const auto period = std::chrono::milliseconds(self->config_.drain_interval_ms);
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(self->drain_mutex_);
+            self->drain_cv_.wait_for(lock, period, [self] { return self->drain_stop_; });
+            if (self->drain_stop_) break;
+        }
+        PyEval_RestoreThread(saved);
+        self->periodic();
+        saved = PyEval_SaveThread();
+    }
+    PyEval_RestoreThread(saved);
+    PyGILState_Release(gil);
+    return nullptr;
+}
+
+}  // namespace spprof

@@ -1,0 +1,136 @@
+// session.h: one profiling session: the sampled threads, the drain, and what they produce.
+//
+// Lifecycle (all GIL held, from Python): start() installs the timer, registers every Python
+// thread that exists and starts the drain thread; stop() stops the drain, disarms every timer,
+// waits for captures in flight, drains the rings one last time and keeps the result for
+// export; the Session is then deleted. There is at most one Session per process, owned by
+// module state; the signal path reaches it only through the ThreadTable handed to
+// capture_enable().
+//
+// The drain thread wakes every drain_interval_ms, takes the GIL and runs periodic():
+// discovers threads created from C (a scan of the interpreter's thread states), retires
+// threads that ended, refreshes thread names and CPU times, and drains every ring through
+// the resolver into the stack store. Memory therefore stays bounded by distinct stacks, not
+// by samples waiting in rings.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "error.h"
+#include "platform/platform.h"
+#include "resolver.h"
+#include "stack_store.h"
+#include "thread_table.h"
+
+namespace spprof {
+
+struct SessionConfig {
+    uint64_t interval_ns = 10'000'000;
+    TimerKind timer = TimerKind::kAuto;
+    size_t memory_limit_bytes = 256u << 20;
+    size_t ring_bytes = 256u << 10;
+    uint32_t drain_interval_ms = 50;
+};
+
+// What the profile says about one sampled thread (by serial).
+struct ThreadRecord {
+    unsigned long ident = 0;       // threading.get_ident()
+    uint64_t native_tid = 0;       // threading.get_native_id()
+    std::string name;              // threading name, else the OS name
+    bool name_from_threading = false;
+    uint64_t cpu_start_ns = 0;     // thread CPU clock when registered
+    uint64_t cpu_last_ns = 0;      // last reading while alive
+    uint64_t registered_ns = 0;
+    uint64_t ended_ns = 0;         // 0 while alive
+    PyThreadState* tstate = nullptr;
+    bool alive = true;
+};
+
+struct SessionCounters {
+    uint64_t drains = 0;
+    uint64_t records = 0;           // records read from rings
+    uint64_t dropped_memory = 0;    // records refused by the memory limit
+    uint64_t unknown_thread = 0;    // records naming no thread we know
+    uint64_t threads_discovered_by_scan = 0;
+    uint64_t threads_ended = 0;
+    uint64_t attach_failures = 0;
+};
+
+class Session {
+public:
+    explicit Session(const SessionConfig& config);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // GIL held. Starts sampling every existing Python thread.
+    Error start();
+    // GIL held (released internally while joining the drain thread). After it returns no
+    // timer, handler or thread of ours remains and every captured record is in the store.
+    Error stop();
+    // GIL held, on the thread to register (the threading hook). Idempotent.
+    Error register_current_thread();
+    // GIL held: what the drain thread does every interval; also callable on demand.
+    void periodic();
+    // In a forked child: forget everything without touching locks or Python objects.
+    void abandon_after_fork();
+
+    const SessionConfig& config() const { return config_; }
+    const std::vector<ThreadRecord>& threads() const { return records_; }
+    const StackStore& store() const { return store_; }
+    const Resolver& resolver() const { return resolver_; }
+    // GIL held, after stop(): drop the references the resolver holds.
+    void release_references() { resolver_.release(); }
+    const SessionCounters& counters() const { return counters_; }
+    uint64_t start_ns() const { return start_ns_; }
+    uint64_t end_ns() const { return end_ns_; }
+    size_t memory_bytes() const { return store_.memory_bytes() + resolver_.memory_bytes(); }
+    bool running() const { return running_; }
+    const char* timer_name() const { return timer_name_; }  // the timer this session used
+
+private:
+    ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid);
+    void scan_threads();
+    void retire(uint32_t serial);
+    void refresh_names_and_cpu();
+    void drain_ring(RingBuffer* ring);
+    void drain_all();
+    void start_drain_thread();
+    void stop_drain_thread();
+    static void* drain_main(void* arg);
+
+    SessionConfig config_;
+    ThreadTable table_;
+    std::vector<ThreadRecord> records_;
+    std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;
+    RingBuffer sampler_ring_;
+    Resolver resolver_;
+    StackStore store_;
+    SessionCounters counters_;
+    std::vector<uint32_t> stack_buf_;
+    uint64_t start_ns_ = 0, end_ns_ = 0;
+    bool running_ = false;
+    bool over_limit_ = false;
+    const char* timer_name_ = "none";
+
+    // Drain thread.
+    pthread_t drain_thread_{};
+    bool drain_started_ = false;
+    PyThreadState* drain_tstate_ = nullptr;  // excluded from sampling
+    std::mutex drain_mutex_;
+    std::condition_variable drain_cv_;
+    bool drain_stop_ = false;
+};
+
+}  // namespace spprof

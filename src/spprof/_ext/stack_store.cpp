@@ -1,0 +1,46 @@
+// stack_store.cpp: see stack_store.h.
+#include "stack_store.h"
+
+namespace spprof {
+
+uint64_t StackStore::hash(const uint32_t* frames, uint32_t n) {
+    uint64_t h = 0xCBF29CE484222325ull ^ n;
+    for (uint32_t i = 0; i < n; ++i) {
+        h ^= frames[i];
+        h *= 0x100000001B3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+bool StackStore::equal(uint32_t id, const uint32_t* frames, uint32_t n) const {
+    const uint32_t b = begin(id), e = end(id);
+    if (e - b != n) return false;
+    for (uint32_t i = 0; i < n; ++i)
+        if (pool_[b + i] != frames[i]) return false;
+    return true;
+}
+
+uint32_t StackStore::intern(const uint32_t* frames, uint32_t n) {
+    const uint64_t h = hash(frames, n);
+    auto range = index_.equal_range(h);
+    for (auto it = range.first; it != range.second; ++it)
+        if (equal(it->second, frames, n)) return it->second;
+    const uint32_t id = static_cast<uint32_t>(offsets_.size());
+    offsets_.push_back(static_cast<uint32_t>(pool_.size()));
+    pool_.insert(pool_.end(), frames, frames + n);
+    index_.emplace(h, id);
+    return id;
+}
+
+void StackStore::copy_samples(SampleRow* out) const {
+    size_t left = rows_;
+    for (const auto& block : blocks_) {
+        const size_t n = left < kRowsPerBlock ? left : kRowsPerBlock;
+        std::memcpy(out, block.get(), n * sizeof(SampleRow));
+        out += n;
+        left -= n;
+    }
+}
+
+}  // namespace spprof

@@ -1,0 +1,66 @@
+// stack_store.h: interned stacks and the compact sample log of a session.
+//
+// A stack is a root-first sequence of frame ids, stored once; a sample is 24 bytes naming its
+// stack, thread, time and weight. Memory therefore grows with the number of distinct stacks
+// plus a small fixed cost per sample, and the session's memory limit is enforced here.
+// Threads: the drain only, GIL held.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace spprof {
+
+struct SampleRow {
+    uint64_t timestamp_ns;
+    uint64_t weight_ns;
+    uint32_t stack;
+    uint32_t thread_and_flags;  // serial in the low 24 bits, SampleFlags in the high 8
+};
+static_assert(sizeof(SampleRow) == 24, "exported as packed bytes");
+
+constexpr uint32_t kSerialBits = 24;
+constexpr uint32_t kSerialMask = (1u << kSerialBits) - 1;
+
+class StackStore {
+public:
+    // Returns the id of the stack made of frames[0..n) (root first).
+    uint32_t intern(const uint32_t* frames, uint32_t n);
+    size_t stack_count() const { return offsets_.size(); }
+    // Frames of stack `id`: [begin, end) into pool().
+    uint32_t begin(uint32_t id) const { return offsets_[id]; }
+    uint32_t end(uint32_t id) const { return id + 1 < offsets_.size() ? offsets_[id + 1] : static_cast<uint32_t>(pool_.size()); }
+    const std::vector<uint32_t>& pool() const { return pool_; }
+
+    // The sample log: fixed-size blocks, so growth never copies or doubles the footprint.
+    static constexpr size_t kRowsPerBlock = 1u << 16;  // 1.5 MiB a block
+    void add_sample(const SampleRow& row) {
+        if (rows_ % kRowsPerBlock == 0) blocks_.emplace_back(new SampleRow[kRowsPerBlock]);
+        blocks_.back()[rows_ % kRowsPerBlock] = row;
+        ++rows_;
+    }
+    size_t sample_count() const { return rows_; }
+    const SampleRow& sample(size_t i) const { return blocks_[i / kRowsPerBlock][i % kRowsPerBlock]; }
+    // Copies every row, in order, into out (sample_count() rows).
+    void copy_samples(SampleRow* out) const;
+
+    size_t memory_bytes() const {
+        return pool_.capacity() * 4 + offsets_.capacity() * 4 + index_.size() * 48 +
+               blocks_.size() * kRowsPerBlock * sizeof(SampleRow);
+    }
+
+private:
+    static uint64_t hash(const uint32_t* frames, uint32_t n);
+    bool equal(uint32_t id, const uint32_t* frames, uint32_t n) const;
+
+    std::vector<uint32_t> pool_;
+    std::vector<uint32_t> offsets_;
+    std::unordered_multimap<uint64_t, uint32_t> index_;
+    std::vector<std::unique_ptr<SampleRow[]>> blocks_;
+    size_t rows_ = 0;
+};
+
+}  // namespace spprof
