@@ -1,0 +1,68 @@
+# spprof developer entry points. `make demo` and `make test` are the README's two commands.
+SHELL := /bin/bash
+PYENV_ROOT ?= $(HOME)/.pyenv
+# Every CPython 3.9-3.13 pyenv has (newest patch of each minor), else whatever python3 is.
+PYTHONS ?= $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
+             ls -d $(PYENV_ROOT)/versions/$$m.* 2>/dev/null | grep -E "/$$m\.[0-9]+$$" | sort -V | tail -n 1; \
+           done | sed 's|$$|/bin/python|')
+PYTHON ?= python3
+VENVS := .venvs
+DEV_DEPS := pytest pytest-benchmark jsonschema setuptools wheel
+NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend/*.cpp)
+NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+.PHONY: demo test native-test native-test-asan test-python test-asan lint bench bench-smoke darwin-check clean
+
+# Install spprof for the default interpreter and profile the bundled example.
+demo:
+	@set -e; v=$(VENVS)/demo; \
+	[ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
+	$$v/bin/python -m pip install -q --upgrade pip setuptools wheel >/dev/null; \
+	$$v/bin/python -m pip install -q . ; \
+	$$v/bin/python -m spprof -o demo.speedscope.json examples/threads_demo.py
+
+# Native unit tests, then the Python suite on every interpreter, warnings as errors.
+test: native-test test-python
+
+native-test:
+	@mkdir -p build
+	g++ $(NATIVE_FLAGS) $(NATIVE_SRCS) -o build/native_tests
+	./build/native_tests
+
+native-test-asan:
+	@mkdir -p build
+	g++ $(NATIVE_FLAGS) $(SAN_FLAGS) $(NATIVE_SRCS) -o build/native_tests_asan
+	./build/native_tests_asan
+
+test-python:
+	@set -e; [ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.9-3.13 found under $(PYENV_ROOT)"; exit 1; }; \
+	for py in $(PYTHONS); do \
+	  ver=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); v=$(VENVS)/$$ver; \
+	  echo "=== CPython $$ver ($$py)"; \
+	  [ -x $$v/bin/python ] || $$py -m venv $$v; \
+	  $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
+	  $$v/bin/python -m pip install -q $(DEV_DEPS); \
+	  SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+	  (cd tests && ../$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .); \
+	done
+
+# AddressSanitizer + UBSan build of the extension; the interpreter preloads the runtime.
+test-asan: native-test-asan
+	@set -e; v=$(VENVS)/asan; [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
+	$$v/bin/python -m pip install -q $(DEV_DEPS); \
+	SPPROF_SANITIZE=1 SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+	asan=$$(g++ -print-file-name=libasan.so); ubsan=$$(g++ -print-file-name=libubsan.so); \
+	cd tests && LD_PRELOAD="$$asan $$ubsan" ASAN_OPTIONS=detect_leaks=0:handle_segv=1:allow_user_segv_handler=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SPPROF_TEST_ASAN=1 \
+	  ../$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .
+
+lint:
+	@v=$(VENVS)/lint; [ -x $$v/bin/ruff ] || { $(PYTHON) -m venv $$v && $$v/bin/python -m pip install -q ruff; }; \
+	$$v/bin/ruff check src tests benchmarks examples && $$v/bin/ruff format --check src tests benchmarks examples
+
+darwin-check:
+	../shared/tools/darwin-check
+
+clean:
+	rm -rf build $(VENVS) src/spprof/*.so demo.speedscope.json

@@ -1,0 +1,68 @@
+"""Build spprof._ext, the C++17 core, with setuptools.
+
+Every .cpp under src/spprof/_ext is compiled except the OS layer, of which exactly one side
+is chosen: platform/linux.cpp on Linux, platform/darwin.cpp + platform/darwin_mach.cpp on
+macOS. Environment switches (used by the Makefile and CI):
+  SPPROF_WERROR=1    -Wall -Wextra -Werror on our own code
+  SPPROF_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer build
+  SPPROF_DEBUG_BUILD=1  -O0 -g
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+HERE = Path(__file__).resolve().parent
+EXT_DIR = Path("src") / "spprof" / "_ext"
+
+
+def _sources() -> list[str]:
+    portable = sorted(
+        str(p.relative_to(HERE))
+        for p in (HERE / EXT_DIR).rglob("*.cpp")
+        if "platform" not in p.relative_to(HERE / EXT_DIR).parts
+    )
+    if sys.platform == "darwin":
+        os_layer = ["platform/darwin.cpp", "platform/darwin_mach.cpp"]
+    elif sys.platform.startswith("linux"):
+        os_layer = ["platform/linux.cpp"]
+    else:
+        raise SystemExit(f"spprof supports Linux and macOS, not {sys.platform}")
+    return portable + [str(EXT_DIR / p) for p in os_layer]
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+compile_args = ["-std=c++17", "-fvisibility=hidden"]
+link_args: list[str] = []
+if _flag("SPPROF_DEBUG_BUILD"):
+    compile_args += ["-O0", "-g"]
+else:
+    compile_args += ["-O2", "-g"]
+if _flag("SPPROF_WERROR"):
+    compile_args += ["-Wall", "-Wextra", "-Werror"]
+if _flag("SPPROF_SANITIZE"):
+    san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    compile_args += san
+    link_args += san
+if sys.platform.startswith("linux"):
+    link_args += ["-pthread"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "spprof._ext",
+            sources=_sources(),
+            include_dirs=[str(EXT_DIR)],
+            extra_compile_args=compile_args,
+            extra_link_args=link_args,
+            language="c++",
+        )
+    ],
+)

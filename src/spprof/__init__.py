@@ -1,0 +1,27 @@
+"""spprof: a sampling profiler for Python that runs inside the profiled process.
+
+    import spprof
+    with spprof.Profiler(interval_ms=10) as p:
+        work()
+    p.profile.save("profile.speedscope.json")
+
+or `python -m spprof script.py`. See docs/usage.md.
+"""
+
+from ._model import Frame, FunctionStats, Profile, Sample, ThreadInfo
+from ._session import Profiler, __version__, is_active, profile, start, stats, stop
+
+__all__ = [
+    "Frame",
+    "FunctionStats",
+    "Profile",
+    "Profiler",
+    "Sample",
+    "ThreadInfo",
+    "__version__",
+    "is_active",
+    "profile",
+    "start",
+    "stats",
+    "stop",
+]

@@ -1,0 +1,309 @@
+"""The profile data model: Frame, Sample, ThreadInfo, FunctionStats and Profile.
+
+A Profile keeps what the native core exports in compact form (a frame table, interned
+stacks, packed sample rows, a thread table) and builds the typed view lazily, so stopping a
+long session costs almost nothing and memory follows distinct stacks, not samples.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+# SampleRow in stack_store.h: timestamp_ns, weight_ns, stack id, serial | flags << 24.
+_ROW = struct.Struct("<QQII")
+_SERIAL_MASK = (1 << 24) - 1
+
+# SampleFlags in sample_record.h
+FLAG_TRUNCATED = 1 << 0
+FLAG_ON_CPU = 1 << 1
+FLAG_HAS_GIL = 1 << 2
+FLAG_IDLE = 1 << 3
+FLAG_GIL_KNOWN = 1 << 4
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a sampled stack."""
+
+    function_name: str
+    filename: str
+    lineno: int
+    is_native: bool = False
+    qualname: str = ""
+    first_lineno: int = 0
+
+    @property
+    def display_name(self) -> str:
+        """The qualified name where the interpreter provides one (3.11+), else the name."""
+        return self.qualname or self.function_name
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample: a thread's stack at one instant, standing for `weight_ns` of time."""
+
+    timestamp_ns: int
+    thread_id: int
+    native_thread_id: int
+    thread_name: str
+    weight_ns: int
+    frames: tuple[Frame, ...]  # frames[0] is the outermost, frames[-1] the one running
+    on_cpu: bool = True
+    gil: Optional[bool] = None
+    idle: bool = False
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """A thread seen during the session."""
+
+    thread_id: int
+    native_thread_id: int
+    name: str
+    cpu_ns: int  # CPU time the thread used while the session watched it
+    samples: int
+    weight_ns: int  # sampled time attributed to the thread
+    ended: bool  # ended before the profile was stopped
+
+
+@dataclass(frozen=True)
+class FunctionStats:
+    """Time spent in one function, summed over every thread."""
+
+    function_name: str
+    qualname: str
+    filename: str
+    first_lineno: int
+    self_ns: int
+    total_ns: int
+    self_samples: int
+    total_samples: int
+    hottest_line: int  # the line with most self time (or total time when self is 0)
+
+
+@dataclass
+class Profile:
+    """The result of a profiling session."""
+
+    interval_ms: float
+    mode: str
+    duration_ns: int
+    start_ns: int
+    frame_table: list[Frame]
+    stacks: list[tuple[int, ...]]
+    rows: bytes
+    thread_table: list[dict[str, Any]]
+    dropped_count: int
+    stats: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    _samples: Optional[list[Sample]] = field(default=None, repr=False)
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def from_native(
+        cls, raw: dict[str, Any], mode: str, interval_ms: float, metadata: dict[str, Any]
+    ) -> Profile:
+        frames = [
+            Frame(
+                function_name=name,
+                filename=filename,
+                lineno=line,
+                is_native=native,
+                qualname=qualname,
+                first_lineno=first,
+            )
+            for (name, qualname, filename, line, first, native) in raw["frames"]
+        ]
+        stats = dict(raw["stats"])
+        return cls(
+            interval_ms=interval_ms,
+            mode=mode,
+            duration_ns=max(0, raw["end_ns"] - raw["start_ns"]),
+            start_ns=raw["start_ns"],
+            frame_table=frames,
+            stacks=list(raw["stacks"]),
+            rows=raw["samples"],
+            thread_table=list(raw["threads"]),
+            dropped_count=int(stats.get("samples_dropped", 0)),
+            stats=stats,
+            metadata=dict(metadata),
+        )
+
+    # ---- raw access for writers -------------------------------------------------------------
+    def iter_rows(self) -> Iterator[tuple[int, int, int, int, int]]:
+        """(timestamp_ns, weight_ns, stack_id, thread_serial, flags) for every sample, in order."""
+        for ts, weight, stack, tf in _ROW.iter_unpack(self.rows):
+            yield ts, weight, stack, tf & _SERIAL_MASK, tf >> 24
+
+    @property
+    def sample_count(self) -> int:
+        return len(self.rows) // _ROW.size
+
+    def stack_frames(self, stack_id: int) -> tuple[Frame, ...]:
+        table = self.frame_table
+        return tuple(table[i] for i in self.stacks[stack_id])
+
+    # ---- the typed view -----------------------------------------------------------------
+    @property
+    def samples(self) -> list[Sample]:
+        if self._samples is None:
+            stack_cache: dict[int, tuple[Frame, ...]] = {}
+            threads = self.thread_table
+            out: list[Sample] = []
+            for ts, weight, stack, serial, flags in self.iter_rows():
+                frames = stack_cache.get(stack)
+                if frames is None:
+                    frames = stack_cache[stack] = self.stack_frames(stack)
+                t = threads[serial]
+                out.append(
+                    Sample(
+                        timestamp_ns=ts,
+                        thread_id=t["ident"],
+                        native_thread_id=t["native_id"],
+                        thread_name=t["name"],
+                        weight_ns=weight,
+                        frames=frames,
+                        on_cpu=bool(flags & FLAG_ON_CPU),
+                        gil=bool(flags & FLAG_HAS_GIL) if flags & FLAG_GIL_KNOWN else None,
+                        idle=bool(flags & FLAG_IDLE),
+                        truncated=bool(flags & FLAG_TRUNCATED),
+                    )
+                )
+            self._samples = out
+        return self._samples
+
+    @property
+    def threads(self) -> list[ThreadInfo]:
+        """Threads by logical identity (ident, native id), in order of first appearance."""
+        counts: dict[int, list[int]] = {}
+        for _, weight, _, serial, _ in self.iter_rows():
+            c = counts.setdefault(serial, [0, 0])
+            c[0] += 1
+            c[1] += weight
+        merged: dict[tuple[int, int], dict[str, Any]] = {}
+        for t in self.thread_table:
+            key = (t["ident"], t["native_id"])
+            c = counts.get(t["serial"], [0, 0])
+            m = merged.get(key)
+            if m is None:
+                merged[key] = {
+                    "name": t["name"],
+                    "cpu_ns": t["cpu_ns"],
+                    "samples": c[0],
+                    "weight_ns": c[1],
+                    "ended": t["ended_ns"] != 0,
+                }
+            else:  # one OS thread whose Python thread state was recreated (C callbacks)
+                m["cpu_ns"] = max(m["cpu_ns"], t["cpu_ns"])
+                m["samples"] += c[0]
+                m["weight_ns"] += c[1]
+                m["ended"] = t["ended_ns"] != 0
+        return [
+            ThreadInfo(
+                thread_id=k[0],
+                native_thread_id=k[1],
+                name=v["name"],
+                cpu_ns=v["cpu_ns"],
+                samples=v["samples"],
+                weight_ns=v["weight_ns"],
+                ended=v["ended"],
+            )
+            for k, v in merged.items()
+        ]
+
+    def get_samples(self) -> list[Sample]:
+        return self.samples
+
+    @property
+    def total_weight_ns(self) -> int:
+        return sum(w for _, w, _, _, _ in self.iter_rows())
+
+    def stack_weights(self) -> dict[tuple[int, int], list[int]]:
+        """{(thread serial, stack id): [samples, weight_ns]}: the profile folded by stack."""
+        folded: dict[tuple[int, int], list[int]] = {}
+        for _, weight, stack, serial, _ in self.iter_rows():
+            f = folded.setdefault((serial, stack), [0, 0])
+            f[0] += 1
+            f[1] += weight
+        return folded
+
+    def aggregate(self) -> list[FunctionStats]:
+        """Self and total time per function over all threads, hottest (by self time) first.
+
+        Total time counts a sample once per function even when it recurses.
+        """
+        by_stack: dict[int, list[int]] = {}
+        for (_, stack), (n, w) in self.stack_weights().items():
+            acc = by_stack.setdefault(stack, [0, 0])
+            acc[0] += n
+            acc[1] += w
+        stats: dict[tuple[str, str, int], list[Any]] = {}
+        lines: dict[tuple[str, str, int], dict[int, list[int]]] = {}
+        for stack, (n, w) in by_stack.items():
+            ids = self.stacks[stack]
+            seen: set[tuple[str, str, int]] = set()
+            for pos, fid in enumerate(ids):
+                f = self.frame_table[fid]
+                key = (f.display_name, f.filename, f.first_lineno)
+                s = stats.setdefault(key, [f.function_name, 0, 0, 0, 0])
+                leaf = pos == len(ids) - 1
+                if key not in seen:
+                    seen.add(key)
+                    s[2] += w
+                    s[4] += n
+                line_acc = lines.setdefault(key, {}).setdefault(f.lineno, [0, 0])
+                line_acc[1] += w
+                if leaf:
+                    s[1] += w
+                    s[3] += n
+                    line_acc[0] += w
+        result = []
+        for key, (name, self_ns, total_ns, self_n, total_n) in stats.items():
+            per_line = lines[key]
+            hottest = max(per_line.items(), key=lambda kv: (kv[1][0], kv[1][1]))[0]
+            result.append(
+                FunctionStats(
+                    function_name=name,
+                    qualname=key[0],
+                    filename=key[1],
+                    first_lineno=key[2],
+                    self_ns=self_ns,
+                    total_ns=total_ns,
+                    self_samples=self_n,
+                    total_samples=total_n,
+                    hottest_line=hottest,
+                )
+            )
+        result.sort(key=lambda s: (s.self_ns, s.total_ns), reverse=True)
+        return result
+
+    def drop_root_frames(self, is_runner: Callable[[Frame], bool]) -> None:
+        """Remove the leading (root-side) frames for which `is_runner` holds from every stack.
+
+        The CLI uses it to hide its own frames (runpy, spprof.cli) above the program's
+        `<module>`, so profiles look as if the program had been run by `python` itself.
+        """
+        table = self.frame_table
+        new_stacks = []
+        for ids in self.stacks:
+            k = 0
+            while k < len(ids) - 1 and is_runner(table[ids[k]]):
+                k += 1
+            new_stacks.append(ids[k:] if k else ids)
+        self.stacks = new_stacks
+        self._samples = None
+
+    # ---- output -----------------------------------------------------------------------------
+    def save(self, path: Any, format: str = "speedscope") -> None:  # noqa: A002 - public API name
+        """Write the profile to `path` in `format` ("speedscope" or "collapsed")."""
+        from .output import write
+
+        write(self, path, format)
+
+
+def frames_of(samples: Sequence[Sample]) -> list[str]:
+    """Leaf function names of `samples` (a helper for quick checks in a REPL)."""
+    return [s.frames[-1].function_name for s in samples if s.frames]

@@ -1,0 +1,311 @@
+"""start/stop/is_active/stats, the Profiler context manager and the @profile decorator.
+
+Session-wide concerns that live in Python: argument checking (bad input fails before any
+sampling starts), the threading hook that registers each new thread on the thread itself,
+stopping at interpreter exit (so an output path still gets its profile), and forgetting the
+session in a forked child.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import platform
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar, Union
+
+from . import _debug, _ext
+from ._model import Profile, Sample
+from .output import check_format, check_writable, guess_format, write
+
+__version__ = "0.1.0"
+
+MODES = ("cpu", "wall")
+TIMERS = ("auto", "thread", "itimer")
+DEFAULT_MEMORY_LIMIT_MB = 256
+
+PathLike = Union[str, "os.PathLike[str]"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class _Config:
+    interval_ms: float
+    mode: str
+    native: bool
+    memory_limit_mb: float
+    output_path: Optional[Path]
+    output_format: str
+    timer: str
+
+
+_active: Optional[_Config] = None
+_prev_thread_hook: Any = None
+_lock = threading.Lock()
+
+
+def _check_interval(interval_ms: Any) -> float:
+    if isinstance(interval_ms, bool) or not isinstance(interval_ms, (int, float)):
+        raise ValueError(
+            f"interval_ms must be a number of milliseconds between 1 and 1000, got {interval_ms!r}"
+        )
+    if not (1 <= interval_ms <= 1000):
+        raise ValueError(f"interval_ms must be between 1 and 1000 ms, got {interval_ms!r}")
+    return float(interval_ms)
+
+
+def _check_memory(limit: Any) -> float:
+    if limit is None:
+        return float(DEFAULT_MEMORY_LIMIT_MB)
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+        raise ValueError(f"memory_limit_mb must be a positive number of megabytes, got {limit!r}")
+    return float(limit)
+
+
+def _make_config(
+    interval_ms: Any,
+    mode: Any,
+    native: Any,
+    memory_limit_mb: Any,
+    output_path: Optional[PathLike],
+    output_format: Optional[str],
+    timer: Any,
+) -> _Config:
+    interval = _check_interval(interval_ms)
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'cpu' or 'wall', got {mode!r}")
+    if mode == "wall":
+        raise NotImplementedError("mode='wall' (wall-clock sampling) is not implemented yet")
+    if native:
+        raise NotImplementedError("native=True (native C frames) is not implemented yet")
+    if timer not in TIMERS:
+        raise ValueError(f"timer must be one of {', '.join(TIMERS)}, got {timer!r}")
+    path = check_writable(output_path) if output_path is not None else None
+    fmt = check_format(output_format) if output_format is not None else None
+    if fmt is None:
+        fmt = guess_format(path) if path is not None else "speedscope"
+    return _Config(interval, mode, bool(native), _check_memory(memory_limit_mb), path, fmt, timer)
+
+
+# ---- thread discovery ---------------------------------------------------------------------
+
+
+def _thread_hook(frame: Any, event: str, arg: Any) -> Any:
+    """Runs once on every new threading.Thread, before run(): registers it and steps aside."""
+    chained = _prev_thread_hook
+    sys.setprofile(chained)
+    try:
+        _ext.register_current_thread()
+    except Exception as exc:  # never break the user's thread
+        _debug.debug(f"could not register {threading.current_thread().name}: {exc}")
+    if chained is not None:
+        return chained(frame, event, arg)
+    return None
+
+
+def _install_thread_hook() -> None:
+    global _prev_thread_hook
+    current = getattr(threading, "_profile_hook", None)
+    _prev_thread_hook = None if current is _thread_hook else current
+    threading.setprofile(_thread_hook)
+
+
+def _remove_thread_hook() -> None:
+    if getattr(threading, "_profile_hook", None) is _thread_hook:
+        threading.setprofile(_prev_thread_hook)
+
+
+# ---- the API ----------------------------------------------------------------------------------
+
+
+def start(
+    interval_ms: float = 10,
+    mode: str = "cpu",
+    native: bool = False,
+    memory_limit_mb: Optional[float] = None,
+    output_path: Optional[PathLike] = None,
+    *,
+    format: Optional[str] = None,  # noqa: A002 - mirrors the CLI's -f
+    timer: str = "auto",
+) -> None:
+    """Start sampling every Python thread of this process.
+
+    interval_ms: sampling interval, 1-1000 ms (of CPU time per thread in "cpu" mode).
+    memory_limit_mb: cap on the memory the profile may use; samples beyond it are dropped
+    and counted in Profile.dropped_count. output_path: where stop() (or interpreter exit)
+    writes the profile, in `format` (default: from the file name, else speedscope).
+    timer: "auto" (per-thread CPU timers, falling back to setitimer), "thread" or "itimer".
+    """
+    global _active
+    cfg = _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
+    with _lock:
+        if _active is not None or _ext.is_active():
+            raise RuntimeError("spprof is already profiling; call spprof.stop() first")
+        _install_thread_hook()
+        try:
+            _ext.start(
+                int(cfg.interval_ms * 1_000_000),
+                timer=cfg.timer,
+                memory_limit_bytes=int(cfg.memory_limit_mb * 1024 * 1024),
+            )
+        except BaseException:
+            _remove_thread_hook()
+            raise
+        _active = cfg
+    _debug.debug(
+        f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {_ext.stats()['timer']}"
+    )
+
+
+def stop() -> Profile:
+    """Stop sampling and return the Profile (also written to output_path if one was given)."""
+    global _active
+    with _lock:
+        cfg = _active
+        if cfg is None or not _ext.is_active():
+            raise RuntimeError("spprof is not profiling; call spprof.start() first")
+        _remove_thread_hook()
+        try:
+            raw = _ext.stop()
+        finally:
+            _active = None
+    profile = Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg))
+    _debug.debug(
+        f"stopped: {profile.sample_count} samples, {profile.dropped_count} dropped, "
+        f"{len(profile.thread_table)} threads"
+    )
+    if cfg.output_path is not None:
+        write(profile, cfg.output_path, cfg.output_format)
+        _debug.debug(f"wrote {cfg.output_format} profile to {cfg.output_path}")
+    return profile
+
+
+def is_active() -> bool:
+    return _ext.is_active()
+
+
+def stats() -> dict[str, Any]:
+    """Counters of the running session, or of the last one: samples, drops, timer, threads."""
+    return _ext.stats()
+
+
+def _metadata(cfg: _Config) -> dict[str, Any]:
+    return {
+        "spprof_version": __version__,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": sys.platform,
+        "machine": platform.machine(),
+        "pid": os.getpid(),
+        "argv": list(sys.argv),
+        "name": " ".join(sys.argv) or "spprof profile",
+        "mode": cfg.mode,
+        "interval_ms": cfg.interval_ms,
+    }
+
+
+class Profiler:
+    """`with spprof.Profiler(interval_ms=10) as p: ...` then `p.profile` / `p.get_samples()`."""
+
+    def __init__(
+        self,
+        interval_ms: float = 10,
+        mode: str = "cpu",
+        native: bool = False,
+        memory_limit_mb: Optional[float] = None,
+        output_path: Optional[PathLike] = None,
+        *,
+        format: Optional[str] = None,  # noqa: A002
+        timer: str = "auto",
+    ) -> None:
+        # Checked now, so a bad argument fails where the Profiler is made.
+        _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
+        self._kwargs: dict[str, Any] = dict(
+            interval_ms=interval_ms,
+            mode=mode,
+            native=native,
+            memory_limit_mb=memory_limit_mb,
+            output_path=output_path,
+            format=format,
+            timer=timer,
+        )
+        self.profile: Optional[Profile] = None
+
+    def start(self) -> None:
+        start(**self._kwargs)
+
+    def stop(self) -> Profile:
+        self.profile = stop()
+        return self.profile
+
+    def __enter__(self) -> Profiler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def get_samples(self) -> list[Sample]:
+        if self.profile is None:
+            raise RuntimeError("no profile yet: the Profiler has not been stopped")
+        return self.profile.samples
+
+
+def profile(
+    output_path: Optional[PathLike] = None,
+    interval_ms: float = 10,
+    mode: str = "cpu",
+    *,
+    format: Optional[str] = None,  # noqa: A002
+    timer: str = "auto",
+) -> Callable[[F], F]:
+    """Decorator: profile every call of the function; each call writes `output_path`."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with Profiler(
+                interval_ms=interval_ms,
+                mode=mode,
+                output_path=output_path,
+                format=format,
+                timer=timer,
+            ) as p:
+                result = fn(*args, **kwargs)
+            wrapper.last_profile = p.profile  # type: ignore[attr-defined]
+            return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+# ---- process lifecycle ----------------------------------------------------------------------
+
+
+def _stop_at_exit() -> None:
+    """Interpreter exit with profiling on: stop, so a requested output file is still written."""
+    if _active is not None and _ext.is_active():
+        _debug.debug("interpreter exiting while profiling: stopping")
+        try:
+            stop()
+        except Exception as exc:
+            print(f"spprof: could not write the profile at exit: {exc}", file=sys.stderr)
+
+
+def _after_fork_child() -> None:
+    """The child of a fork runs unprofiled: timers are not inherited, the handler is reset."""
+    global _active
+    if _active is not None:
+        _ext.after_fork_child()
+        _remove_thread_hook()
+        _active = None
+
+
+atexit.register(_stop_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_child)

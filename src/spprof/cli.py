@@ -1,0 +1,224 @@
+"""`python -m spprof` / `spprof`: run a script, module or code string under the profiler.
+
+    spprof [-o FILE] [-f FORMAT] [-i MS] [--mode cpu|wall] [--native] [-q] [--top N]
+           [--timer auto|thread|itimer] (script.py [args] | -m module [args] | -c code [args])
+
+The program runs as __main__ with the sys.argv and sys.path[0] `python` would give it. Its
+exit code passes through; an uncaught exception is printed as Python prints it and the profile
+is still written; so it is on Ctrl-C (exit 130) and SIGTERM (exit 143).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import runpy
+import signal
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+from . import _session
+from .output import FORMATS, check_format, check_writable, guess_format, write
+from .report import summary
+
+USAGE = (
+    "spprof [-o FILE] [-f {speedscope,collapsed}] [-i MS] [--mode {cpu,wall}] [--native] [-q]\n"
+    "              (script.py [args] | -m module [args] | -c code [args])"
+)
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A problem with the command line or its target: printed as one line, exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spprof",
+        usage=USAGE,
+        description="Sampling profiler for Python: profiles every thread of a program.",
+    )
+    p.add_argument("-o", "--output", help="profile file to write (default: spprof-<name>-<pid>)")
+    p.add_argument("-f", "--format", choices=sorted(FORMATS), help="output format")
+    p.add_argument("-i", "--interval", default="10", help="sampling interval in ms (1-1000)")
+    p.add_argument("--mode", default="cpu", help="cpu (default) or wall")
+    p.add_argument("--native", action="store_true", help="include native C frames")
+    p.add_argument("--timer", default="auto", help="auto, thread or itimer")
+    p.add_argument("--top", type=int, default=10, help="functions in the summary (default 10)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    return p
+
+
+_VALUE_OPTIONS = {"-o", "--output", "-f", "--format", "-i", "--interval", "--mode", "--timer", "--top"}
+
+
+def _split(argv: list[str]) -> tuple[list[str], str, Optional[str], list[str]]:
+    """Split argv into (our options, kind, target, program args); kind is script/module/code."""
+    ours: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            i += 1
+            break
+        if a in ("-m", "-c"):
+            if i + 1 >= len(argv):
+                raise CliError(f"argument {a} expects a value")
+            kind = "module" if a == "-m" else "code"
+            return ours, kind, argv[i + 1], argv[i + 2 :]
+        if a.startswith("-") and a != "-":
+            ours.append(a)
+            if a in _VALUE_OPTIONS:
+                if i + 1 >= len(argv):
+                    raise CliError(f"argument {a} expects a value")
+                ours.append(argv[i + 1])
+                i += 1
+            i += 1
+            continue
+        break
+    if i >= len(argv):
+        return ours, "none", None, []
+    return ours, "script", argv[i], argv[i + 1 :]
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise CliError(f"interval must be a number of milliseconds (1-1000), got {text!r}") from None
+
+
+def _default_output(kind: str, target: str, fmt: str) -> Path:
+    stem = {"script": Path(target).stem, "module": target.replace(".", "_"), "code": "c"}[kind]
+    return Path(f"spprof-{stem}-{os.getpid()}{FORMATS[fmt][1]}")
+
+
+def _prepare(kind: str, target: str, args: list[str]) -> Any:
+    """Check the target exists and set sys.argv / sys.path[0]; return a callable that runs it."""
+    if kind == "script":
+        path = Path(target)
+        if not path.exists():
+            raise CliError(f"can't open file {target!r}: [Errno 2] No such file or directory")
+        if path.is_dir() and not (path / "__main__.py").exists():
+            raise CliError(f"can't run {target!r}: it is a directory with no __main__.py")
+        try:
+            source = path.read_bytes() if path.is_file() else None
+            if source is not None:
+                compile(source, str(path), "exec")
+        except SyntaxError as exc:
+            raise CliError(f"{target}:{exc.lineno}: syntax error: {exc.msg}") from None
+        except OSError as exc:
+            raise CliError(f"can't open file {target!r}: {exc}") from None
+        sys.argv = [target, *args]
+        sys.path[0] = str(path.resolve().parent if path.is_file() else path.resolve())
+        return lambda: runpy.run_path(target, run_name="__main__")
+    if kind == "module":
+        sys.path[0] = os.getcwd()
+        try:
+            spec = importlib.util.find_spec(target)
+        except (ImportError, ValueError) as exc:
+            raise CliError(f"No module named {target!r} ({exc})") from None
+        if spec is None:
+            raise CliError(f"No module named {target!r}")
+        sys.argv = [spec.origin or target, *args]
+        return lambda: runpy.run_module(target, run_name="__main__", alter_sys=True)
+    code = target
+    try:
+        compiled = compile(code, "<string>", "exec")
+    except SyntaxError as exc:
+        raise CliError(f"-c code: syntax error: {exc.msg}") from None
+    sys.argv = ["-c", *args]
+    sys.path[0] = ""
+    main_globals = {"__name__": "__main__", "__builtins__": __builtins__}
+    return lambda: exec(compiled, main_globals)
+
+
+_RUNNER_FILES = {
+    os.path.abspath(__file__),
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py"),
+    os.path.abspath(runpy.__file__),
+    "<frozen runpy>",
+}
+
+
+def _is_runner_frame(frame: Any) -> bool:
+    name = frame.filename
+    return name in _RUNNER_FILES or (not name.startswith("<") and os.path.abspath(name) in _RUNNER_FILES)
+
+
+def _on_sigterm(signum: int, frame: Any) -> NoReturn:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        ours, kind, target, args = _split(argv)
+        opts = _parser().parse_args(ours)
+        if kind == "none" or target is None:
+            _parser().print_usage(sys.stderr)
+            print("spprof: error: nothing to profile: give a script, -m module or -c code",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        interval = _number(opts.interval)
+        fmt = check_format(opts.format) if opts.format else (
+            guess_format(opts.output) if opts.output else "speedscope"
+        )
+        out = Path(opts.output) if opts.output else _default_output(kind, target, fmt)
+        check_writable(out)
+        # Validate every option before the program runs (start() would, too late for -m).
+        _session._make_config(interval, opts.mode, opts.native, None, None, fmt, opts.timer)
+        run = _prepare(kind, target, args)
+    except CliError as exc:
+        print(f"spprof: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ValueError, NotImplementedError, OSError) as exc:
+        print(f"spprof: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
+    if previous_sigterm in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    exit_code = 0
+    _session.start(interval_ms=interval, mode=opts.mode, native=opts.native, timer=opts.timer)
+    try:
+        run()
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            exit_code = 0
+        elif isinstance(code, int):
+            exit_code = code
+        else:
+            print(code, file=sys.stderr)
+            exit_code = 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        exit_code = 130
+    except BaseException:
+        # Print as Python would, without spprof's own frames at the top.
+        etype, value, tb = sys.exc_info()
+        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__):
+            tb = tb.tb_next
+        traceback.print_exception(etype, value, tb)
+        exit_code = 1
+    finally:
+        profile = _session.stop() if _session.is_active() else None
+    if profile is None:
+        return exit_code
+    profile.drop_root_frames(_is_runner_frame)
+    try:
+        written = write(profile, out, fmt)
+    except OSError as exc:
+        print(f"spprof: error: could not write the profile to {out}: {exc}", file=sys.stderr)
+        return exit_code or 1
+    if not opts.quiet:
+        print(summary(profile, top=max(1, opts.top), output=str(written), fmt=fmt), file=sys.stderr)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

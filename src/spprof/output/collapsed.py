@@ -1,0 +1,47 @@
+"""FlameGraph's folded ("collapsed") stacks: one line per distinct stack.
+
+    frame;frame;frame VALUE
+
+Frames are root first, each written `qualname (file:line)`. VALUE is the sampled time in
+microseconds (so profiles taken at different intervals compare; flamegraph.pl shows it with
+`--countname=us`). Inside a frame, `%`, `;` and line breaks are percent-encoded (`%25`,
+`%3B`, `%0A`) so a name can never split a stack; spaces stay, since the folded format only
+splits on the last space of a line. Lines are sorted, as flamegraph.pl's own output is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .._model import Frame, Profile
+
+
+NO_PYTHON_FRAME = "<no Python frame>"
+
+
+def escape(text: str) -> str:
+    return text.replace("%", "%25").replace(";", "%3B").replace("\n", "%0A").replace("\r", "%0D")
+
+
+def frame_label(f: Frame) -> str:
+    if not f.filename:
+        return escape(f.display_name)
+    return escape(f"{f.display_name} ({f.filename}:{f.lineno})")
+
+
+def render(profile: Profile) -> bytes:
+    weights: dict[int, int] = {}
+    for (_, stack), (_, w) in profile.stack_weights().items():
+        weights[stack] = weights.get(stack, 0) + w
+    lines = []
+    for stack, w in weights.items():
+        ids = profile.stacks[stack]
+        us = max(1, round(w / 1000))
+        if ids:
+            folded = ";".join(frame_label(profile.frame_table[i]) for i in ids)
+        else:  # a thread caught outside any Python frame (C code before its first call)
+            folded = NO_PYTHON_FRAME
+        lines.append(f"{folded} {us}")
+    lines.sort()
+    return ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")

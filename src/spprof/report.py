@@ -1,0 +1,74 @@
+"""The terminal summary printed at the end of `python -m spprof`: fits 80 columns."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._model import Profile
+
+
+def _short_path(path: str, width: int) -> str:
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:
+        pass
+    return path if len(path) <= width else "..." + path[-(width - 3) :]
+
+
+def _seconds(ns: int) -> str:
+    return f"{ns / 1e9:.2f}s"
+
+
+def summary(profile: Profile, top: int = 10, output: str = "", fmt: str = "") -> str:
+    lines: list[str] = []
+    n = profile.sample_count
+    total = profile.total_weight_ns or 1
+    lines.append(
+        f"spprof: {n} samples over {_seconds(profile.duration_ns)} "
+        f"({profile.mode} mode, {profile.interval_ms:g} ms interval, "
+        f"timer {profile.stats.get('timer', '?')}), {profile.dropped_count} dropped"
+    )
+    if profile.dropped_count:
+        lines.append(
+            "  warning: samples were dropped (see spprof.stats(): ring full / memory limit)"
+        )
+    unknown = profile.stats.get("unknown_frames", 0)
+    if unknown:
+        lines.append(f"  note: {unknown} frames could not be resolved and show as <unknown>")
+
+    lines.append("")
+    lines.append(f"  {'THREAD':<28} {'TID':>8} {'SAMPLES':>8} {'CPU TIME':>9} {'CPU%':>6}")
+    duration = profile.duration_ns or 1
+    for t in sorted(profile.threads, key=lambda t: t.weight_ns, reverse=True):
+        name = t.name if len(t.name) <= 28 else t.name[:25] + "..."
+        cpu_pct = 100.0 * t.cpu_ns / duration
+        lines.append(
+            f"  {name:<28} {t.native_thread_id:>8} {t.samples:>8} "
+            f"{_seconds(t.cpu_ns):>9} {cpu_pct:>5.1f}%"
+        )
+
+    funcs = profile.aggregate()
+    for title, key in (("self", "self_ns"), ("total", "total_ns")):
+        lines.append("")
+        lines.append(f"  Top functions by {title} time")
+        lines.append(f"  {'%':>6} {'TIME':>8}  FUNCTION (FILE:LINE)")
+        ranked = sorted(funcs, key=lambda f: getattr(f, key), reverse=True)
+        for f in ranked[:top]:
+            value = getattr(f, key)
+            if value == 0:
+                break
+            where = _short_path(f.filename, 40) + f":{f.hottest_line}" if f.filename else ""
+            label = f"{f.qualname} ({where})" if where else f.qualname
+            if len(label) > 62:
+                label = label[:59] + "..."
+            lines.append(f"  {100.0 * value / total:>5.1f}% {_seconds(value):>8}  {label}")
+    if output:
+        lines.append("")
+        lines.append(f"  Profile written to {output} ({fmt})")
+        if fmt == "speedscope":
+            lines.append("  Open it at https://www.speedscope.app (drag and drop the file)")
+    return "\n".join(lines)
