@@ -1,0 +1,121 @@
+// platform/darwin.cpp: the platform_* surface (platform.h) on macOS, over the Mach sampler
+// (darwin_mach.h). There is one engine here: a sampler thread that suspends each attached
+// Python thread in turn, so TimerKind is accepted and ignored; records go straight into the
+// session's sampler ring, each naming its thread by ThreadCtx serial and Mach thread id.
+// Compiled on macOS only.
+#if defined(__APPLE__)
+
+#include <pthread.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "../thread_ctx.h"
+#include "darwin_mach.h"
+#include "platform.h"
+
+namespace spprof {
+
+namespace {
+
+Error from_errno(const char* what, int err) {
+    switch (err) {
+        case EINVAL: return Error::value(what);
+        case ENOMEM: return Error::memory(what);
+        default: return Error::os(what, err);
+    }
+}
+
+}  // namespace
+
+Error platform_init() {
+    if (mach_sampler_init() != 0) return from_errno("cannot initialise the Mach sampler", errno);
+    return Error::none();
+}
+
+void platform_cleanup() { mach_sampler_cleanup(); }
+
+Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* sampler_ring) {
+    (void)kind;  // one engine on macOS
+    if (mach_sampler_start(interval_ns, sampler_ring) != 0) {
+        const int err = errno;
+        switch (err) {
+            case EINVAL:
+                return Error::value(sampler_ring == nullptr
+                                        ? "the Mach sampler needs a sampler ring"
+                                        : "interval must be between 1 ms and 1 s");
+            case EAGAIN: return Error::runtime("the Mach sampler is already running");
+            default: return from_errno("cannot start the Mach sampler", err);
+        }
+    }
+    return Error::none();
+}
+
+Error platform_timer_destroy() {
+    // Not running is not an error here: stop paths may run after a failed start.
+    if (mach_sampler_stop() != 0 && errno != ESRCH) {
+        return Error::os("cannot stop the Mach sampler", errno);
+    }
+    return Error::none();
+}
+
+Error platform_thread_attach(ThreadCtx* ctx) {
+    if (mach_sampler_attach(ctx) != 0) return from_errno("cannot attach thread", errno);
+    return Error::none();
+}
+
+void platform_thread_detach(ThreadCtx* ctx) { mach_sampler_detach(ctx); }
+
+void platform_get_stats(PlatformStats* out) {
+    if (out == nullptr) return;
+    const SuspendStatsSnapshot s = mach_sampler_stats_snapshot();
+    *out = PlatformStats{};
+    out->timer = "mach";
+    out->signals = s.ticks;           // sampler wake-ups
+    out->overruns = s.missed_ticks;   // deadlines skipped while catching up
+    out->timers_active = mach_sampler_attached_count();
+    out->no_thread = s.unmatched_threads;
+    out->threads_sampled = s.threads_sampled;
+    out->threads_skipped = s.threads_skipped;
+    out->total_suspend_ns = s.total_suspend_ns;
+    out->max_suspend_ns = s.max_suspend_ns;
+    out->walk_errors = s.walk_errors;
+}
+
+void platform_reset_stats() { mach_sampler_reset_stats(); }
+
+void platform_set_native_unwinding(bool enabled) { mach_sampler_set_native_unwinding(enabled ? 1 : 0); }
+
+void platform_after_fork_child() { mach_sampler_after_fork_child(); }
+
+uint64_t platform_monotonic_ns() { return mach_sampler_now_ns(); }
+
+uint64_t platform_thread_cpu_ns() { return clock_gettime_nsec_np(CLOCK_THREAD_CPUTIME_ID); }
+
+bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long ident, uint64_t* out) {
+    (void)ident;  // the registry is keyed by the system-wide id, which never gets reused
+    return out != nullptr && mach_sampler_thread_cpu_ns(native_tid, out);
+}
+
+uint64_t platform_current_tid() {
+    uint64_t tid = 0;
+    (void)pthread_threadid_np(nullptr, &tid);
+    return tid;
+}
+
+uint64_t platform_tid_from_ident(unsigned long ident) {
+    uint64_t tid = 0;
+    if (ident == 0 || pthread_threadid_np(reinterpret_cast<pthread_t>(ident), &tid) != 0) return 0;
+    return tid;
+}
+
+bool platform_safe_read(uintptr_t addr, void* out, size_t n) { return mach_safe_read(addr, out, n); }
+
+size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
+    return mach_sampler_thread_name(native_tid, buf, len);
+}
+
+}  // namespace spprof
+
+#endif  // __APPLE__
