@@ -1,0 +1,233 @@
+"""macOS only: the Mach sampler, through the public API.
+
+Nothing here can run on the Linux machines the project is developed on; these are the checks
+for whoever has a Mac (docs/darwin.md has the checklist). The sampler suspends each Python
+thread in turn from its own thread, so it samples with wall-clock semantics: blocked threads
+are sampled too, and each sample is weighted by the time since that thread's previous one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform != "darwin", reason="Mach sampler: macOS only")
+
+if sys.platform == "darwin":
+    import spprof
+
+
+def _burn(seconds: float) -> int:
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end:
+        n += sum(i * i for i in range(200))
+    return n
+
+
+def _fib(n: int) -> int:
+    return n if n < 2 else _fib(n - 1) + _fib(n - 2)
+
+
+def _samples_of(prof, ident: int):
+    return [s for s in prof.samples if s.thread_id == ident]
+
+
+def _function_names(samples) -> set[str]:
+    return {f.function_name for s in samples for f in s.frames}
+
+
+def test_architecture_is_detected_and_timer_is_mach():
+    assert platform.machine() in ("arm64", "x86_64")
+    spprof.start(interval_ms=10)
+    try:
+        _burn(0.1)
+        st = spprof.stats()
+    finally:
+        prof = spprof.stop()
+    assert st["timer"] == "mach"
+    for key in (
+        "threads_sampled",
+        "threads_skipped",
+        "total_suspend_ns",
+        "max_suspend_ns",
+        "walk_errors",
+        "samples_captured",
+        "samples_dropped",
+    ):
+        assert key in st, key
+    assert prof.samples, "no sample in 100 ms of CPU work"
+
+
+def test_samples_from_at_least_two_threads_with_four_workers():
+    spprof.start(interval_ms=10)
+    try:
+        workers = [threading.Thread(target=_burn, args=(0.5,), name=f"w{i}") for i in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        prof = spprof.stop()
+    idents = {s.thread_id for s in prof.samples}
+    worker_idents = {w.ident for w in workers}
+    assert len(idents) >= 2, idents
+    assert idents & worker_idents, "no worker thread was sampled"
+    named = {s.thread_name for s in prof.samples if s.thread_id in worker_idents}
+    assert named & {"w0", "w1", "w2", "w3"}
+
+
+def test_sampling_rate_within_ten_percent_over_two_seconds():
+    interval_ms = 10
+    main = threading.get_ident()
+    spprof.start(interval_ms=interval_ms)
+    t0 = time.monotonic()
+    try:
+        time.sleep(2.0)  # blocked: the Mach sampler samples it anyway (wall clock)
+    finally:
+        elapsed = time.monotonic() - t0
+        prof = spprof.stop()
+    mine = _samples_of(prof, main)
+    expected = elapsed * 1000 / interval_ms
+    assert 0.9 * expected <= len(mine) <= 1.1 * expected, (len(mine), expected)
+    # Weights are measured elapsed time, so they add up to the wall time even when the
+    # sampler overslept (mach_wait_until is 1-2 ms late at 10 ms).
+    total_s = sum(s.weight_ns for s in mine) / 1e9
+    assert 0.9 * elapsed <= total_s <= 1.1 * elapsed, (total_s, elapsed)
+
+
+def test_maximum_suspension_under_100_microseconds():
+    spprof.start(interval_ms=5)
+    try:
+        workers = [threading.Thread(target=_fib, args=(24,)) for _ in range(3)]
+        for w in workers:
+            w.start()
+        _fib(25)
+        for w in workers:
+            w.join()
+        st = spprof.stats()
+    finally:
+        spprof.stop()
+    assert st["threads_sampled"] > 0
+    assert st["max_suspend_ns"] < 100_000, st
+    assert st["total_suspend_ns"] >= st["max_suspend_ns"]
+
+
+def test_overhead_under_five_percent_at_100_hz():
+    def timed() -> float:
+        t = time.perf_counter()
+        _fib(27)
+        return time.perf_counter() - t
+
+    timed()  # warm up
+    base = statistics.median(timed() for _ in range(5))
+    spprof.start(interval_ms=10)
+    try:
+        profiled = statistics.median(timed() for _ in range(5))
+    finally:
+        spprof.stop()
+    assert profiled <= base * 1.05, (base, profiled)
+
+
+def test_threads_started_during_profiling_are_sampled():
+    spprof.start(interval_ms=5)
+    try:
+        time.sleep(0.05)
+        late = threading.Thread(target=_burn, args=(0.5,), name="late-starter")
+        late.start()
+        late.join()
+    finally:
+        prof = spprof.stop()
+    mine = _samples_of(prof, late.ident)
+    assert len(mine) >= 10, len(mine)
+    assert "_burn" in _function_names(mine)
+
+
+def test_thread_ending_mid_session_is_handled():
+    spprof.start(interval_ms=5)
+    try:
+        short = threading.Thread(target=_burn, args=(0.2,), name="short-lived")
+        short.start()
+        short.join()
+        _burn(0.3)  # sampling continues after the thread is gone
+        st = spprof.stats()
+    finally:
+        prof = spprof.stop()
+    assert _samples_of(prof, short.ident), "the short thread was never sampled"
+    assert _samples_of(prof, threading.get_ident()), "sampling stopped after the thread ended"
+    assert st["samples_captured"] > 0
+
+
+def test_thread_blocked_on_io_is_sampled():
+    a, b = socket.socketpair()
+    ready = threading.Event()
+
+    def blocked_reader() -> bytes:
+        ready.set()
+        return a.recv(1)  # blocks until the main thread writes
+
+    try:
+        spprof.start(interval_ms=10)
+        try:
+            reader = threading.Thread(target=blocked_reader, name="io-blocked")
+            reader.start()
+            ready.wait()
+            time.sleep(0.5)
+            b.sendall(b"x")
+            reader.join()
+        finally:
+            prof = spprof.stop()
+    finally:
+        a.close()
+        b.close()
+    mine = _samples_of(prof, reader.ident)
+    assert len(mine) >= 20, len(mine)  # ~50 expected over 0.5 s
+    assert "blocked_reader" in _function_names(mine)
+    # Blocked in recv: the sampler reports it off-CPU most of the time.
+    assert sum(1 for s in mine if not s.on_cpu) >= len(mine) // 2
+
+
+def test_no_entitlement_or_root_needed():
+    if os.geteuid() == 0:
+        pytest.skip("running as root proves nothing here")
+    script = textwrap.dedent(
+        """
+        import spprof, time
+        spprof.start(interval_ms=5)
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:
+            pass
+        prof = spprof.stop()
+        print(len(prof.samples))
+        """
+    )
+    env = dict(os.environ)
+    env.pop("SPPROF_DEBUG", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 0
+    assert "FATAL" not in done.stderr
+
+
+def test_native_thread_ids_match_threading():
+    spprof.start(interval_ms=5)
+    try:
+        w = threading.Thread(target=_burn, args=(0.2,))
+        w.start()
+        w.join()
+    finally:
+        prof = spprof.stop()
+    mine = _samples_of(prof, w.ident)
+    assert mine
+    assert {s.native_thread_id for s in mine} == {w.native_id}
