@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Union
 
-from . import collapsed, speedscope
+from . import chrome, collapsed, html, pprof, speedscope, spprof_format
 
 if TYPE_CHECKING:
     from .._model import Profile
@@ -22,6 +22,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 FORMATS: dict[str, tuple[Callable[[Profile], bytes], str]] = {
     "speedscope": (speedscope.render, ".speedscope.json"),
     "collapsed": (collapsed.render, ".collapsed.txt"),
+    "spprof": (spprof_format.render, ".spprof"),
+    "pprof": (pprof.render, ".pb.gz"),
+    "chrome": (chrome.render, ".trace.json"),
+    "html": (html.render, ".html"),
 }
 
 
@@ -32,10 +36,22 @@ def check_format(fmt: str) -> str:
 
 
 def guess_format(path: PathLike) -> str:
-    """The format a file name suggests: *.txt/*.folded/*.collapsed -> collapsed, else speedscope."""
+    """The format a file name suggests (see docs/formats.md); speedscope when none fits.
+
+    *.txt/*.folded/*.collapsed -> collapsed, *.spprof -> spprof, *.pb.gz/*.pprof -> pprof,
+    *.trace.json/*.chrome.json -> chrome, *.html/*.htm -> html.
+    """
     name = os.fspath(path).lower()
     if name.endswith((".txt", ".folded", ".collapsed")):
         return "collapsed"
+    if name.endswith(".spprof"):
+        return "spprof"
+    if name.endswith((".pb.gz", ".pprof", ".pb")):
+        return "pprof"
+    if name.endswith((".trace.json", ".chrome.json")):
+        return "chrome"
+    if name.endswith((".html", ".htm")):
+        return "html"
     return "speedscope"
 
 
