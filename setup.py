@@ -35,6 +35,11 @@ def _sources() -> list[str]:
     return portable + [str(EXT_DIR / p) for p in os_layer]
 
 
+def _headers() -> list[str]:
+    # setuptools only rebuilds when a listed file changed: list every header.
+    return sorted(str(p.relative_to(HERE)) for p in (HERE / EXT_DIR).rglob("*.h"))
+
+
 def _flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
 
@@ -59,6 +64,7 @@ setup(
         Extension(
             "spprof._ext",
             sources=_sources(),
+            depends=_headers(),
             include_dirs=[str(EXT_DIR)],
             extra_compile_args=compile_args,
             extra_link_args=link_args,

@@ -307,7 +307,7 @@ PyModuleDef kModule = {
 }  // namespace
 }  // namespace spprof
 
-extern "C" PyMODINIT_FUNC PyInit__ext(void) {
+PyMODINIT_FUNC PyInit__ext(void) {  // PyMODINIT_FUNC carries extern "C"
     spprof::Error e = spprof::platform_init();
     if (!e.ok()) return spprof::raise(e);
     PyObject* m = PyModule_Create(&spprof::kModule);

@@ -20,6 +20,12 @@ uint64_t native_tid_of(PyThreadState* ts) {
 #endif
 }
 
+// A freed thread state is often reused for the next thread, and pthread_t values are reused
+// too: only the kernel tid tells two threads with the same tstate and ident apart.
+bool same_thread(const ThreadRecord& rec, PyThreadState* ts, uint64_t tid) {
+    return rec.ident == ts->thread_id && rec.native_tid == tid;
+}
+
 // Normal context. A thread's display name when threading does not know it.
 std::string os_thread_name(uint64_t tid) {
     char buf[64];
@@ -110,6 +116,9 @@ Error Session::start() {
 Error Session::stop() {
     if (!running_) return Error::runtime("session is not running");
     stop_drain_thread();
+    // Threads that ended since the last drain are retired now, so they are reported as
+    // ended (with their names) rather than as running at stop.
+    scan_threads();
     PlatformStats ps;
     platform_get_stats(&ps);
     timer_name_ = ps.timer;  // a fallback may have happened after start()
@@ -180,10 +189,12 @@ Error Session::register_current_thread() {
     if (!running_) return Error::none();
     PyThreadState* ts = PyThreadState_Get();
     if (ts == drain_tstate_) return Error::none();
+    const uint64_t tid = platform_current_tid();
     auto it = live_by_tstate_.find(ts);
-    if (it != live_by_tstate_.end() && records_[it->second].ident == ts->thread_id) return Error::none();
-    if (it != live_by_tstate_.end()) retire(it->second);  // same tstate memory, new thread
-    if (register_thread(ts, ts->thread_id, platform_current_tid()) == nullptr)
+    if (it != live_by_tstate_.end() && same_thread(records_[it->second], ts, tid)) return Error::none();
+    // Same tstate memory (and maybe the same pthread_t), new thread: the old one has ended.
+    if (it != live_by_tstate_.end()) retire(it->second);
+    if (register_thread(ts, ts->thread_id, tid) == nullptr)
         return Error::runtime("too many threads in one session");
     return Error::none();
 }
@@ -197,13 +208,13 @@ void Session::scan_threads() {
     for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr;
          ts = PyThreadState_Next(ts)) {
         if (ts == drain_tstate_ || ts->thread_id == 0) continue;  // ours, or not bound yet
+        const uint64_t tid = native_tid_of(ts);
+        if (tid == 0) continue;  // native id not written yet: next scan
         auto it = live_by_tstate_.find(ts);
-        if (it != live_by_tstate_.end() && records_[it->second].ident == ts->thread_id) {
+        if (it != live_by_tstate_.end() && same_thread(records_[it->second], ts, tid)) {
             seen[ts] = true;
             continue;
         }
-        const uint64_t tid = native_tid_of(ts);
-        if (tid == 0) continue;  // native id not written yet: next scan
         if (it != live_by_tstate_.end()) retire(it->second);
         if (register_thread(ts, ts->thread_id, tid) != nullptr) {
             seen[ts] = true;
@@ -264,6 +275,13 @@ void Session::drain_ring(RingBuffer* ring) {
         }
         if (serial >= records_.size()) {
             ++counters_.unknown_thread;
+            ring->pop();
+            continue;
+        }
+        if (config_.cpu_mode && ring == &sampler_ring_ && !(hdr->flags & kSampleOnCpu)) {
+            // A sampler that sees every thread (Mach) also sees blocked ones: CPU mode
+            // keeps only what ran.
+            ++counters_.off_cpu_skipped;
             ring->pop();
             continue;
         }

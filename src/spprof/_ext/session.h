@@ -41,6 +41,7 @@ struct SessionConfig {
     size_t memory_limit_bytes = 256u << 20;
     size_t ring_bytes = 256u << 10;
     uint32_t drain_interval_ms = 50;
+    bool cpu_mode = true;  // keep only samples of threads that were running
 };
 
 // What the profile says about one sampled thread (by serial).
@@ -65,6 +66,7 @@ struct SessionCounters {
     uint64_t threads_discovered_by_scan = 0;
     uint64_t threads_ended = 0;
     uint64_t attach_failures = 0;
+    uint64_t off_cpu_skipped = 0;   // sampler records of blocked threads dropped in CPU mode
 };
 
 class Session {

@@ -36,7 +36,7 @@ public:
     const std::vector<uint32_t>& pool() const { return pool_; }
 
     // The sample log: fixed-size blocks, so growth never copies or doubles the footprint.
-    static constexpr size_t kRowsPerBlock = 1u << 16;  // 1.5 MiB a block
+    static constexpr size_t kRowsPerBlock = 4096;  // 96 KiB a block: small steps against the limit
     void add_sample(const SampleRow& row) {
         if (rows_ % kRowsPerBlock == 0) blocks_.emplace_back(new SampleRow[kRowsPerBlock]);
         blocks_.back()[rows_ % kRowsPerBlock] = row;

@@ -98,8 +98,5 @@ uint64_t mach_sampler_now_ns();
 // mean nothing; forget both without releasing or joining anything.
 void mach_sampler_after_fork_child();
 
-// Not in platform.h yet (see docs/darwin.md): the switch module.cpp should call for native
-// unwinding on every platform. darwin.cpp implements it over mach_sampler_set_native_unwinding.
-void platform_set_native_unwinding(bool enabled);
 
 }  // namespace spprof

@@ -249,6 +249,8 @@ Error platform_timer_destroy() {
     return Error::none();
 }
 
+void platform_set_native_unwinding(bool /*enabled*/) {}
+
 void platform_get_stats(PlatformStats* out) {
     const Mode mode = static_cast<Mode>(g_mode.load());
     out->timer = mode == Mode::kItimer ? "itimer" : (mode == Mode::kPerThread ? "per-thread" : "none");

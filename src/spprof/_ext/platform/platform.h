@@ -66,6 +66,10 @@ Error platform_thread_attach(ThreadCtx* ctx);
 // Disarm one thread's timer. Idempotent. GIL held.
 void platform_thread_detach(ThreadCtx* ctx);
 
+// Native (C) frames in samples. Linux: recorded by the unwinder once it exists (not yet: the
+// Python API refuses native=True); macOS: the Mach sampler's frame-pointer walk.
+void platform_set_native_unwinding(bool enabled);
+
 void platform_get_stats(PlatformStats* out);
 void platform_reset_stats();  // at session start
 

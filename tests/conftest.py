@@ -1,0 +1,62 @@
+"""Shared helpers for spprof's behavioural tests.
+
+Tests import the installed `spprof` (make test installs it into one venv per interpreter).
+Workload scripts live in tests/scripts/ and run as subprocesses where a test needs a fresh
+process (CLI, fork, exit paths).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable
+
+import pytest
+
+import spprof
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def run_python(*args: str, env: dict | None = None, timeout: float = 120, cwd=None, input=None):
+    """Run the test interpreter with args; returns CompletedProcess (text mode)."""
+    full_env = dict(os.environ)
+    full_env.pop("SPPROF_DEBUG", None)
+    if env:
+        full_env.update(env)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd,
+        input=input,
+    )
+
+
+def self_weight_by_function(samples: Iterable[spprof.Sample]) -> dict[str, int]:
+    """Sampled time per leaf function name."""
+    out: dict[str, int] = defaultdict(int)
+    for s in samples:
+        if s.frames:
+            out[s.frames[-1].function_name] += s.weight_ns
+    return dict(out)
+
+
+def samples_in(samples: Iterable[spprof.Sample], function_name: str) -> list[spprof.Sample]:
+    """Samples with `function_name` anywhere on the stack."""
+    return [s for s in samples if any(f.function_name == function_name for f in s.frames)]
+
+
+@pytest.fixture(autouse=True)
+def _no_session_leaks():
+    """Every test starts and ends with the profiler stopped."""
+    assert not spprof.is_active(), "a previous test left the profiler running"
+    yield
+    if spprof.is_active():
+        spprof.stop()
+        pytest.fail("test left the profiler running")

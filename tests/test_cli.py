@@ -1,0 +1,197 @@
+"""python -m spprof end to end: argv, -m, -c, exit codes, exceptions, output, summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SCRIPTS, run_python
+
+TARGET = str(SCRIPTS / "cli_target.py")
+
+
+def _target_info(stdout: str, tag: str = "TARGET") -> dict:
+    for line in stdout.splitlines():
+        if line.startswith(tag + " "):
+            return json.loads(line[len(tag) + 1 :])
+    raise AssertionError(f"no {tag} line in {stdout!r}")
+
+
+def _hot_names(path) -> dict:
+    doc = json.loads(path.read_text())
+    frames = doc["shared"]["frames"]
+    weights: dict = {}
+    for prof in doc["profiles"]:
+        for sample, weight in zip(prof["samples"], prof["weights"]):
+            name = frames[sample[-1]]["name"]
+            weights[name] = weights.get(name, 0) + weight
+    return weights
+
+
+def test_script_runs_as_main_with_its_argv_and_path(tmp_path):
+    out = tmp_path / "p.json"
+    r = run_python("-m", "spprof", "-o", str(out), TARGET, "a1", "--flag", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    info = _target_info(r.stdout)
+    assert info["argv"] == [TARGET, "a1", "--flag"]
+    assert info["path0"] == str(SCRIPTS)
+    assert info["name"] == "__main__"
+    weights = _hot_names(out)
+    assert max(weights, key=weights.get) == "hot_function"
+    # the summary names the hot function with file:line, the threads and the output path
+    assert re.search(r"hot_function \(.*cli_target\.py:\d+\)", r.stderr)
+    assert "MainThread" in r.stderr
+    assert str(out) in r.stderr
+
+
+def test_profile_root_is_the_programs_module_not_spprofs_runner(tmp_path):
+    out = tmp_path / "p.json"
+    r = run_python("-m", "spprof", "-q", "-o", str(out), TARGET)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    frames = doc["shared"]["frames"]
+    roots = {frames[s[0]]["name"] for p in doc["profiles"] for s in p["samples"] if s}
+    assert roots == {"<module>"}
+    assert all("spprof" not in f.get("file", "") for f in frames)
+    assert r.stderr == ""  # -q: no summary
+
+
+def test_module_mode(tmp_path):
+    out = tmp_path / "m.json"
+    r = run_python("-m", "spprof", "-o", str(out), "-m", "clipkg", "x", "-y", cwd=SCRIPTS)
+    assert r.returncode == 0, r.stderr
+    info = _target_info(r.stdout, "MODULE")
+    assert info["argv"][1:] == ["x", "-y"]
+    assert info["argv"][0].endswith(os.path.join("clipkg", "__main__.py"))
+    assert info["name"] == "__main__"
+    weights = _hot_names(out)
+    assert max(weights, key=weights.get) == "package_hot"
+
+
+def test_code_mode(tmp_path):
+    out = tmp_path / "c.collapsed.txt"
+    code = (
+        "import sys, time\n"
+        "def from_c():\n"
+        "    end = time.thread_time() + 0.3\n"
+        "    while time.thread_time() < end: pass\n"
+        "from_c()\n"
+        "print(sys.argv)\n"
+    )
+    r = run_python("-m", "spprof", "-o", str(out), "-c", code, "arg")
+    assert r.returncode == 0, r.stderr
+    assert "['-c', 'arg']" in r.stdout
+    lines = out.read_text().splitlines()
+    assert any(line.startswith("<module> (<string>:5);from_c (<string>:") for line in lines)
+
+
+def test_exit_code_passes_through(tmp_path):
+    r = run_python("-m", "spprof", "-q", "-o", str(tmp_path / "e.json"), TARGET,
+                   env={"ACTION": "exit3"})
+    assert r.returncode == 3
+    assert (tmp_path / "e.json").exists()
+
+
+def test_uncaught_exception_is_printed_and_profile_still_written(tmp_path):
+    out = tmp_path / "x.json"
+    r = run_python("-m", "spprof", "-o", str(out), TARGET, env={"ACTION": "raise"})
+    assert r.returncode == 1
+    assert "Traceback (most recent call last)" in r.stderr
+    assert "ValueError: boom from the target" in r.stderr
+    assert "spprof/cli.py" not in r.stderr.split("ValueError")[0].split("Traceback")[1]
+    assert "hot_function" in _hot_names(out)
+
+
+def test_sigterm_still_writes_the_profile(tmp_path):
+    out = tmp_path / "t.json"
+    r = run_python("-m", "spprof", "-q", "-o", str(out), TARGET, env={"ACTION": "sigterm"})
+    assert r.returncode == 128 + signal.SIGTERM
+    assert "hot_function" in _hot_names(out)
+
+
+def test_ctrl_c_stops_the_program_and_writes_the_profile(tmp_path):
+    out = tmp_path / "i.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spprof", "-q", "-o", str(out), TARGET],
+        env={**os.environ, "BURN": "30"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().startswith("TARGET")
+    import time
+
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "KeyboardInterrupt" in err
+    assert "hot_function" in _hot_names(out)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["missing_script.py"], "can't open file 'missing_script.py'"),
+        (["-m", "no_such_module_xyz"], "No module named 'no_such_module_xyz'"),
+        (["-i", "0", TARGET], "interval"),
+        (["-i", "ten", TARGET], "interval"),
+        (["--mode", "gpu", TARGET], "mode"),
+        (["-f", "svg", TARGET], "invalid choice"),
+        (["-o", "/nonexistent-dir/p.json", TARGET], "does not exist"),
+        ([], "nothing to profile"),
+    ],
+)
+def test_bad_command_lines_are_one_line_errors_with_exit_2(args, message, tmp_path):
+    r = run_python("-m", "spprof", *args, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+    assert "TARGET" not in r.stdout  # the program never ran
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_script_with_syntax_error_and_directory(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def broken(:\n")
+    r = run_python("-m", "spprof", str(bad))
+    assert r.returncode == 2 and "syntax error" in r.stderr and "Traceback" not in r.stderr
+    r = run_python("-m", "spprof", str(tmp_path))
+    assert r.returncode == 2 and "directory" in r.stderr
+
+
+def test_installed_console_script_matches_python_m(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "spprof")
+    if not os.path.exists(exe):
+        pytest.skip("spprof console script not installed (running from a source tree)")
+    out = tmp_path / "s.json"
+    r = subprocess.run([exe, "-q", "-o", str(out), TARGET], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "hot_function" in _hot_names(out)
+
+
+def test_debug_log_goes_to_stderr_from_normal_context(tmp_path):
+    r = run_python("-m", "spprof", "-q", "-o", str(tmp_path / "d.json"), TARGET,
+                   env={"SPPROF_DEBUG": "1"})
+    assert r.returncode == 0
+    assert "[spprof debug] session started" in r.stderr
+    assert "[spprof debug] thread registered" in r.stderr
+    assert "[spprof debug] session stopped" in r.stderr
+    quiet = run_python("-m", "spprof", "-q", "-o", str(tmp_path / "q.json"), TARGET)
+    assert "[spprof" not in quiet.stderr
+
+
+def test_fork_while_profiling_child_unprofiled_parent_continues():
+    r = run_python(str(SCRIPTS / "fork_child.py"), "5")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(res["children"]) == 5
+    assert all(c["status"] == 0 and not c["child_active"] for c in res["children"])
+    assert res["parent_samples"] > 100
+    assert res["pids_in_profile"] == [res["parent_pid"]]

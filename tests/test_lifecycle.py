@@ -1,0 +1,68 @@
+"""Sessions leave nothing behind: repeated start/stop keeps rate and memory flat."""
+
+from __future__ import annotations
+
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import spprof
+import workloads as w
+
+
+def _rss_kb() -> int:
+    if sys.platform.startswith("linux"):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _rate(interval_ms: int = 5) -> tuple[int, float]:
+    with spprof.Profiler(interval_ms=interval_ms) as p:
+        t0 = time.thread_time()
+        w.spin(0.3)
+        cpu = time.thread_time() - t0
+    return len(p.get_samples()), cpu
+
+
+def test_thousand_start_stop_cycles_with_threads_alive_keep_rate_and_memory_flat():
+    stop = threading.Event()
+    workers = [threading.Thread(target=stop.wait, name=f"idle-{i}") for i in range(3)]
+    for t in workers:
+        t.start()
+    try:
+        first_count, first_cpu = _rate()
+        for _ in range(50):  # warm up allocator pools before measuring
+            spprof.start(interval_ms=1)
+            spprof.stop()
+        rss_before = _rss_kb()
+        for _ in range(1000):
+            spprof.start(interval_ms=1)
+            spprof.stop()
+        rss_after = _rss_kb()
+        last_count, last_cpu = _rate()
+    finally:
+        stop.set()
+        for t in workers:
+            t.join()
+    assert rss_after - rss_before < 8 * 1024, (rss_before, rss_after)
+    expected = first_cpu * 1000 / 5
+    assert abs(first_count - expected) <= 0.25 * expected
+    assert abs(last_count - last_cpu * 1000 / 5) <= 0.25 * expected  # not doubled, not gone
+    assert spprof.stats()["timers_active"] == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/task is Linux")
+def test_no_thread_of_ours_remains_after_stop():
+    before = set(Path("/proc/self/task").iterdir())
+    spprof.start(interval_ms=5)
+    during = set(Path("/proc/self/task").iterdir())
+    spprof.stop()
+    after = set(Path("/proc/self/task").iterdir())
+    assert len(during) == len(before) + 1  # the drain thread
+    assert after == before

@@ -1,0 +1,126 @@
+"""What the samples say: proportions, lines, frames, sessions (CPU mode, main thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+
+import spprof
+import workloads as w
+from conftest import samples_in
+
+
+def test_cpu_split_matches_ground_truth_within_three_standard_errors():
+    rng = random.Random(1234)
+    funcs = {"alpha": w.alpha, "beta": w.beta, "gamma": w.gamma}
+    share = {"alpha": 0.55, "beta": 0.30, "gamma": 0.15}
+    cpu = dict.fromkeys(funcs, 0.0)
+    with spprof.Profiler(interval_ms=2) as p:
+        end = time.thread_time() + 2.5
+        while time.thread_time() < end:
+            name = rng.choices(list(share), weights=list(share.values()))[0]
+            n = rng.randint(500, 20_000)  # random chunk lengths: no alignment with the tick
+            t0 = time.thread_time()
+            funcs[name](n)
+            cpu[name] += time.thread_time() - t0
+    weight = {name: sum(s.weight_ns for s in samples_in(p.get_samples(), name)) for name in funcs}
+    count = {name: len(samples_in(p.get_samples(), name)) for name in funcs}
+    n = sum(count.values())
+    assert n > 300, count
+    for name in funcs:
+        truth = cpu[name] / sum(cpu.values())
+        measured = weight[name] / sum(weight.values())
+        se = math.sqrt(truth * (1 - truth) / n)
+        assert abs(measured - truth) <= 3 * se, (name, measured, truth, se, count)
+
+
+def test_samples_carry_the_executing_line_not_the_def_line():
+    with spprof.Profiler(interval_ms=1) as p:
+        w.spin(0.4)
+    inner = [s for s in p.get_samples() if s.frames[-1].function_name == "spin_inner"]
+    assert len(inner) > 50
+    lines = {}
+    for s in inner:
+        lines[s.frames[-1].lineno] = lines.get(s.frames[-1].lineno, 0) + s.weight_ns
+    hot = w.line_of(w.spin_inner, "SPIN_HOT")
+    assert max(lines, key=lines.get) == hot, lines
+    def_line = w.spin_inner.__code__.co_firstlineno
+    assert def_line not in lines
+    # the caller's frame sits on the line of the call
+    call_line = w.line_of(w.spin, "n += spin_inner")
+    assert {s.frames[-2].lineno for s in inner} == {call_line}
+    assert all(s.frames[-2].function_name == "spin" for s in inner)
+    assert inner[0].frames[-1].first_lineno == def_line
+
+
+def test_generator_frames_sit_under_their_consumer():
+    with spprof.Profiler(interval_ms=1) as p:
+        w.consume(0.4)
+    gen = [s for s in p.get_samples() if s.frames[-1].function_name == "produce"]
+    assert len(gen) > 50
+    assert all(s.frames[-2].function_name == "consume" for s in gen)
+    assert {s.frames[-2].lineno for s in gen} == {w.line_of(w.consume, "CONSUME_CALL")}
+    hot = w.line_of(w.produce, "GEN_HOT")
+    assert sum(1 for s in gen if s.frames[-1].lineno == hot) > len(gen) / 2
+
+
+def test_coroutine_frames_are_reported_with_their_lines():
+    with spprof.Profiler(interval_ms=1) as p:
+        asyncio.run(w.crunch(0.4))
+    coro = [s for s in p.get_samples() if s.frames and s.frames[-1].function_name == "crunch"]
+    assert len(coro) > 50
+    hot = w.line_of(w.crunch, "CORO_HOT")
+    assert sum(1 for s in coro if s.frames[-1].lineno == hot) > len(coro) / 2
+    # the coroutine runs under the event loop, which runs under asyncio.run
+    assert all(any(f.function_name == "run" for f in s.frames) for s in coro)
+
+
+def test_deep_stacks_are_truncated_at_the_root_and_marked():
+    with spprof.Profiler(interval_ms=2) as p:
+        w.recurse(400, 0.2)
+    deep = [s for s in p.get_samples() if s.frames[-1].function_name == "spin_inner"]
+    assert deep
+    for s in deep:
+        assert s.truncated
+        assert s.frames[0].function_name == "<truncated>"
+        assert len(s.frames) == 257  # 256 frames kept from the leaf side + the marker
+        assert [f.function_name for f in s.frames[-3:]] == ["recurse", "spin", "spin_inner"]
+    assert spprof.stats()["truncated_stacks"] >= len(deep)
+
+
+def test_second_and_third_sessions_sample_at_the_requested_rate():
+    results = []
+    for _ in range(3):
+        with spprof.Profiler(interval_ms=10) as p:
+            t0 = time.thread_time()
+            w.spin(0.5)
+            cpu = time.thread_time() - t0
+        total = sum(s.weight_ns for s in p.get_samples()) / 1e9
+        results.append((len(p.get_samples()), total, cpu))
+    for count, total, cpu in results:
+        assert 35 <= count <= 65, results  # 50 expected at 10 ms per 0.5 s of CPU
+        assert abs(total - cpu) <= 0.1 * cpu, results
+
+
+def test_thousands_of_exec_functions_never_get_a_wrong_name():
+    with spprof.Profiler(interval_ms=1) as p:
+        for k in range(3000):
+            src = f"def f_{k}(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t\n"
+            ns: dict = {}
+            exec(compile(src, f"<gen-{k}>", "exec"), ns)
+            ns[f"f_{k}"](2000)
+            del ns  # the function and its code object die right away
+    samples = p.get_samples()
+    assert samples
+    unknown = 0
+    for s in samples:
+        for f in s.frames:
+            if f.function_name.startswith("f_"):
+                assert f.filename == f"<gen-{f.function_name[2:]}>", f
+                assert f.lineno in (3, 4, 5), f
+            if f.function_name == "<unknown>":
+                unknown += 1
+    assert unknown == spprof.stats()["unknown_frames"]
+    assert any(f.function_name.startswith("f_") for s in samples for f in s.frames)

@@ -1,0 +1,161 @@
+"""Every Python thread is sampled, with its name and its CPU time, however it was made."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import spprof
+import workloads as w
+from conftest import samples_in
+
+CPU_SECONDS = 0.6
+
+
+def _measured_worker(started: threading.Event, results: dict, key: str) -> None:
+    started.wait()
+    t0 = time.thread_time()
+    w.spin(CPU_SECONDS)
+    results[key] = (
+        time.thread_time() - t0,
+        threading.get_ident(),
+        threading.get_native_id(),
+        threading.current_thread().name,
+    )
+
+
+def _pool_task(started: threading.Event, results: dict, key: str) -> None:
+    _measured_worker(started, results, key)
+
+
+def _c_thread_body(results: dict) -> None:
+    # Runs on a thread made by pthread_create; ctypes gives it a thread state through
+    # PyGILState_Ensure. Sleep first so the drain's scan finds it before the CPU work.
+    time.sleep(0.3)
+    t0 = time.thread_time()
+    w.spin(CPU_SECONDS)
+    results["c"] = (
+        time.thread_time() - t0,
+        threading.get_ident(),
+        threading.get_native_id(),
+        None,
+    )
+
+
+def _start_c_thread(results: dict):
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    CALLBACK = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+
+    def body(_arg):
+        _c_thread_body(results)
+        return None
+
+    callback = CALLBACK(body)
+    handle = ctypes.c_ulong()
+    rc = libc.pthread_create(ctypes.byref(handle), None, callback, None)
+    assert rc == 0
+    return libc, handle, callback
+
+
+def test_every_kind_of_thread_is_sampled_with_its_name_and_cpu_time():
+    started = threading.Event()
+    results: dict = {}
+    before = threading.Thread(target=_measured_worker, args=(started, results, "before"),
+                              name="made-before-start")
+    before.start()
+    spprof.start(interval_ms=10)
+    try:
+        after = threading.Thread(target=_measured_worker, args=(started, results, "after"),
+                                 name="made-after-start")
+        after.start()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pool")
+        fut = pool.submit(_pool_task, started, results, "pool")
+        libc, handle, keep = _start_c_thread(results)
+        started.set()
+        before.join()
+        after.join()
+        fut.result()
+        pool.shutdown()
+        assert libc.pthread_join(handle, None) == 0
+    finally:
+        profile = spprof.stop()
+    samples = profile.get_samples()
+    expected_names = {"before": "made-before-start", "after": "made-after-start",
+                      "pool": "pool_0", "c": None}
+    for key, name in expected_names.items():
+        cpu, ident, native, _ = results[key]
+        mine = [s for s in samples if s.native_thread_id == native]
+        assert mine, f"no samples for the {key} thread"
+        assert all(s.thread_id == ident for s in mine)
+        if name is not None:
+            assert {s.thread_name for s in mine} == {name}
+        assert samples_in(mine, "spin_inner"), key
+        weight = sum(s.weight_ns for s in mine if any(f.function_name == "spin" for f in s.frames))
+        assert abs(weight / 1e9 - cpu) <= 0.1 * cpu, (key, weight / 1e9, cpu)
+    # threads that ended before stop() keep their names and are reported as ended
+    by_name = {t.name: t for t in profile.threads}
+    assert by_name["made-after-start"].ended
+    assert by_name["made-after-start"].cpu_ns >= 0.9 * CPU_SECONDS * 1e9
+    assert spprof.stats()["threads_found_by_scan"] >= 1  # the C thread
+
+
+def test_sleeping_thread_gets_no_cpu_samples():
+    sleeper = threading.Thread(target=time.sleep, args=(1.0,), name="sleeper")
+    with spprof.Profiler(interval_ms=5) as p:
+        sleeper.start()
+        w.spin(0.5)
+        sleeper.join()
+    names = [s.thread_name for s in p.get_samples()]
+    assert names.count("sleeper") <= 1  # at most the start-up instant
+    assert names.count("MainThread") >= 60
+
+
+def test_thread_hashing_with_the_gil_released_is_sampled_on_its_line():
+    data = b"\x5a" * (64 << 20)
+    done = threading.Event()
+    digests = []
+
+    def hasher():
+        while not done.is_set():
+            h = hashlib.sha256()
+            h.update(data)  # HASH_LINE
+            digests.append(h.hexdigest())
+
+    t = threading.Thread(target=hasher, name="hasher")
+    with spprof.Profiler(interval_ms=2) as p:
+        t.start()
+        w.spin(1.0)  # the main thread keeps the GIL busy meanwhile
+        done.set()
+        t.join()
+    assert digests and len(set(digests)) == 1
+    mine = [s for s in p.get_samples() if s.thread_name == "hasher"]
+    assert len(mine) > 50
+    hash_line = w.line_of(hasher, "HASH_LINE")
+    on_line = [s for s in mine if s.frames[-1].function_name == "hasher"
+               and s.frames[-1].lineno == hash_line]
+    assert len(on_line) > 0.8 * len(mine)
+
+
+@pytest.mark.parametrize("timer", ["thread", "itimer"])
+def test_threads_ending_mid_session_free_their_timers(timer):
+    def short():
+        w.spin(0.05)
+
+    with spprof.Profiler(interval_ms=2, timer=timer) as p:
+        for i in range(20):
+            t = threading.Thread(target=short, name=f"short-{i}")
+            t.start()
+            t.join()
+        time.sleep(0.15)  # one drain period: the scan retires the last ones
+        live = spprof.stats()
+    if timer == "thread":
+        assert live["timers_active"] == 1  # the main thread's only
+    assert live["threads_ended"] >= 19
+    names = {s.thread_name for s in p.get_samples()}
+    assert len([n for n in names if n.startswith("short-")]) >= 15
