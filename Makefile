@@ -7,7 +7,7 @@ PYTHONS ?= $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
            done | sed 's|$$|/bin/python|')
 PYTHON ?= python3
 VENVS := .venvs
-DEV_DEPS := pytest pytest-benchmark jsonschema setuptools wheel
+DEV_DEPS := pytest pytest-benchmark jsonschema "setuptools>=64" wheel
 NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend/*.cpp)
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -42,7 +42,7 @@ test-python:
 	  echo "=== CPython $$ver ($$py)"; \
 	  [ -x $$v/bin/python ] || $$py -m venv $$v; \
 	  $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
-	  $$v/bin/python -m pip install -q $(DEV_DEPS); \
+	  $$v/bin/python -m pip install -q -U $(DEV_DEPS); \
 	  SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
 	  (cd tests && ../$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .); \
 	done
@@ -50,7 +50,7 @@ test-python:
 # AddressSanitizer + UBSan build of the extension; the interpreter preloads the runtime.
 test-asan: native-test-asan
 	@set -e; v=$(VENVS)/asan; [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
-	$$v/bin/python -m pip install -q $(DEV_DEPS); \
+	$$v/bin/python -m pip install -q -U $(DEV_DEPS); \
 	SPPROF_SANITIZE=1 SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
 	asan=$$(g++ -print-file-name=libasan.so); ubsan=$$(g++ -print-file-name=libubsan.so); \
 	cd tests && LD_PRELOAD="$$asan $$ubsan" ASAN_OPTIONS=detect_leaks=0:handle_segv=1:allow_user_segv_handler=1 \
