@@ -1,0 +1,185 @@
+"""pprof output: `go tool pprof` reads it (where Go is installed), and a small independent
+protobuf decoder (written against profile.proto, not against our writer) checks the fields."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+from collections import defaultdict
+
+import pytest
+
+from spprof.output import render
+from test_formats_common import find_tool, real_profile, small_profile
+
+
+# ---- a minimal protobuf reader -----------------------------------------------------------
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+def fields(buf: bytes) -> dict[int, list]:
+    """{field number: [values]}: ints for varints, bytes for length-delimited fields."""
+    out: dict[int, list] = defaultdict(list)
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            v, pos = _varint(buf, pos)
+        elif wire == 2:
+            n, pos = _varint(buf, pos)
+            v, pos = buf[pos : pos + n], pos + n
+        else:
+            raise AssertionError(f"unexpected wire type {wire}")
+        out[num].append(v)
+    return out
+
+
+def packed(values: list) -> list[int]:
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, int):
+            out.append(v)
+            continue
+        pos = 0
+        while pos < len(v):
+            x, pos = _varint(v, pos)
+            out.append(x)
+    return out
+
+
+def one(f: dict, num: int, default: int = 0):
+    return f[num][0] if f.get(num) else default
+
+
+class Decoded:
+    def __init__(self, data: bytes) -> None:
+        top = fields(gzip.decompress(data))
+        self.strings = [s.decode() for s in top[6]]
+        s = self.strings
+        self.sample_types = [(s[one(v, 1)], s[one(v, 2)]) for v in map(fields, top[1])]
+        pt = fields(top[11][0])
+        self.period_type = (s[one(pt, 1)], s[one(pt, 2)])
+        self.period = one(top, 12)
+        self.default_type = s[one(top, 14)]
+        self.functions = {}
+        for raw in top[5]:
+            f = fields(raw)
+            self.functions[one(f, 1)] = (s[one(f, 2)], s[one(f, 4)], one(f, 5))
+        self.locations = {}
+        for raw in top[4]:
+            loc = fields(raw)
+            lines = [fields(x) for x in loc[4]]
+            self.locations[one(loc, 1)] = [(one(x, 1), one(x, 2)) for x in lines]
+        self.samples = []
+        for raw in top[2]:
+            smp = fields(raw)
+            labels = {}
+            for lab in map(fields, smp[3]):
+                labels[s[one(lab, 1)]] = s[one(lab, 2)] if lab.get(2) else one(lab, 3)
+            self.samples.append((packed(smp[1]), packed(smp[2]), labels))
+
+    def stack(self, loc_ids: list[int]) -> list[tuple[str, str, int]]:
+        """Root-first (function name, file, line) for a sample's location ids (leaf first)."""
+        out = []
+        for loc in reversed(loc_ids):
+            ((fn, line),) = self.locations[loc]
+            out.append((self.functions[fn][0], self.functions[fn][1], line))
+        return out
+
+
+def test_fields_follow_profile_proto():
+    d = Decoded(render(small_profile(), "pprof"))
+    assert d.strings[0] == ""
+    assert d.sample_types == [("samples", "count"), ("cpu", "nanoseconds")]
+    assert d.period_type == ("cpu", "nanoseconds") and d.period == 1_000_000
+    assert d.default_type == "cpu"
+    # Functions carry file and start line; a function on two lines is one function.
+    hot = [f for f in d.functions.values() if f[0] == "Work.hot"]
+    assert hot == [("Work.hot", "/app/prog.py", 10)]
+    # Samples: per (thread, stack), leaf first, values [count, ns], thread labels.
+    by_stack = {}
+    for locs, values, labels in d.samples:
+        by_stack[(labels["thread_name"], tuple(d.stack(locs)))] = (values, labels)
+    key = (
+        "MainThread",
+        (
+            ("<module>", "/app/prog.py", 30),
+            ("main", "/app/prog.py", 25),
+            ("Work.hot", "/app/prog.py", 12),
+        ),
+    )
+    assert by_stack[key] == ([5, 5_000_000], {"thread_name": "MainThread", "thread_id": 4000})
+    wkey = ("worker", (("Thread.run", "/usr/lib/threading.py", 1012), ("wait", "/app/prog.py", 7)))
+    assert by_stack[wkey][0] == [3, 3_000_000]
+    assert by_stack[wkey][1]["thread_id"] == 4001
+    assert sum(v[0] for _, v, _ in d.samples) == 13
+
+
+def _go_top(go: str, path, tmp_path, *extra: str) -> list[str]:
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "GOCACHE": str(tmp_path / "gocache"),
+        "PPROF_TMPDIR": str(tmp_path),
+    }
+    out = subprocess.run(
+        [go, "tool", "pprof", "-top", *extra, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    ).stdout
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("flat"))
+    return [line.split()[-1] for line in lines[start + 1 :] if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def go() -> str:
+    path = find_tool(("go",), "golang-go")
+    if path is None:
+        pytest.skip("Go is not installed and could not be installed (apt-get install golang-go)")
+    return path
+
+
+def test_go_tool_pprof_reads_the_hand_made_profile(go, tmp_path):
+    path = tmp_path / "small.pb.gz"
+    small_profile().save(path, "pprof")
+    names = _go_top(go, path, tmp_path)
+    assert names[:3] == ["Work.hot", "wait", "cold"]
+    assert "<module>" in names  # pprof would strip "<...>" as C++ template arguments
+    # The thread label works as a filter.
+    assert _go_top(go, path, tmp_path, "-tagfocus=thread_name=worker")[0] == "wait"
+
+
+def test_go_tool_pprof_lists_the_hot_function_of_a_real_profile_first(go, tmp_path):
+    p = real_profile(tmp_path)
+    path = tmp_path / "real.pb.gz"
+    p.save(path, "pprof")
+    assert _go_top(go, path, tmp_path)[0] == "hot_function"
+
+
+def test_real_profile_decodes_with_lines_inside_the_function(tmp_path):
+    p = real_profile(tmp_path)
+    d = Decoded(render(p, "pprof"))
+    assert sum(v[0] for _, v, _ in d.samples) == p.sample_count
+    assert sum(v[1] for _, v, _ in d.samples) == p.total_weight_ns
+    hot = [f for f in d.functions.values() if f[0] == "hot_function"]
+    assert len(hot) == 1 and hot[0][1].endswith("hot_prog.py")
+    start = hot[0][2]
+    hot_id = next(k for k, f in d.functions.items() if f[0] == "hot_function")
+    lines = {line for locs in d.locations.values() for fn, line in locs if fn == hot_id}
+    assert lines and all(start < line <= start + 6 for line in lines)
+    threads = {labels["thread_name"] for _, _, labels in d.samples}
+    assert {"MainThread", "warm-worker"} <= threads
