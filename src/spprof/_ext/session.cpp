@@ -241,6 +241,7 @@ void Session::retire(uint32_t serial) {
         ctx->ring_.reset();
     }
     rec.alive = false;
+    refresh_cpu(serial);  // the handler's last reading: the thread itself is gone
     rec.ended_ns = platform_monotonic_ns();
     live_by_tstate_.erase(rec.tstate);
     ++counters_.threads_ended;
@@ -248,9 +249,19 @@ void Session::retire(uint32_t serial) {
               static_cast<unsigned long long>(rec.native_tid));
 }
 
+void Session::refresh_cpu(uint32_t serial) {
+    ThreadRecord& rec = records_[serial];
+    uint64_t now = 0;
+    if (rec.alive && platform_thread_cpu_ns_of(rec.native_tid, rec.ident, &now) && now > rec.cpu_last_ns)
+        rec.cpu_last_ns = now;
+    const ThreadCtx* ctx = table_.by_serial(serial);
+    const uint64_t at_sample = ctx ? ctx->last_cpu_ns_.load(std::memory_order_relaxed) : 0;
+    if (at_sample > rec.cpu_last_ns) rec.cpu_last_ns = at_sample;
+}
+
 void Session::refresh_names_and_cpu() {
-    for (auto& rec : records_)
-        if (rec.alive) platform_thread_cpu_ns_of(rec.native_tid, rec.ident, &rec.cpu_last_ns);
+    for (uint32_t serial = 0; serial < records_.size(); ++serial)
+        if (records_[serial].alive) refresh_cpu(serial);
     PyObject* active = threading_active();
     if (active == nullptr) return;
     for (auto& rec : records_)

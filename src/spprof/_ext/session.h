@@ -106,6 +106,7 @@ private:
     void scan_threads();
     void retire(uint32_t serial);
     void refresh_names_and_cpu();
+    void refresh_cpu(uint32_t serial);
     void drain_ring(RingBuffer* ring);
     void drain_all();
     void start_drain_thread();

@@ -74,6 +74,9 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns) {
     hdr->native_depth = 0;
     hdr->reserved = 0;
     ring->commit(sizeof(RawSampleHeader) + w.depth * sizeof(RawFrame));
+    // The thread's own CPU clock (vDSO, no lock): the census of a thread that ends between
+    // two drains is then at most one interval stale.
+    ctx->last_cpu_ns_.store(platform_thread_cpu_ns(), std::memory_order_relaxed);
     ctx->captured_.fetch_add(1, std::memory_order_relaxed);
     bump(g_counters.captured);
     ctx->busy_.store(false, std::memory_order_release);

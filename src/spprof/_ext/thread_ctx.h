@@ -44,7 +44,7 @@ struct ThreadCtx {
     std::atomic<bool> busy_{false};  // capture in progress: a nested capture drops instead
     std::atomic<uint64_t> captured_{0};
     std::atomic<uint64_t> dropped_{0};
-    std::atomic<uint64_t> last_cpu_ns_{0};  // thread CPU clock at the previous sample
+    std::atomic<uint64_t> last_cpu_ns_{0};  // thread CPU clock at its latest sample
     PlatformThread* platform_ = nullptr;    // owned by platform_thread_attach/detach
 };
 
