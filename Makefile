@@ -23,7 +23,7 @@ demo:
 	$$v/bin/python -m spprof -o demo.speedscope.json examples/threads_demo.py
 
 # Native unit tests, then the Python suite on every interpreter, warnings as errors.
-test: native-test test-python
+test: lint native-test test-python
 
 native-test:
 	@mkdir -p build

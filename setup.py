@@ -53,7 +53,11 @@ else:
 if _flag("SPPROF_WERROR"):
     compile_args += ["-Wall", "-Wextra", "-Werror"]
 if _flag("SPPROF_SANITIZE"):
-    san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    san = [
+        "-fsanitize=address,undefined",
+        "-fno-omit-frame-pointer",
+        "-fno-sanitize-recover=undefined",
+    ]
     compile_args += san
     link_args += san
 if sys.platform.startswith("linux"):

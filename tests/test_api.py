@@ -103,8 +103,10 @@ def test_profiler_context_manager_collects_the_function_that_ran():
     assert top in ("burn", "<genexpr>")
     assert all(s.frames[-1].function_name in ("burn", "<genexpr>") for s in samples)
     # frames[0] is the outermost frame: a test function of this module or pytest's machinery
-    assert any(f.function_name == "test_profiler_context_manager_collects_the_function_that_ran"
-               for f in samples[0].frames)
+    assert any(
+        f.function_name == "test_profiler_context_manager_collects_the_function_that_ran"
+        for f in samples[0].frames
+    )
     assert p.profile.mode == "cpu"
     assert p.profile.duration_ns > 250_000_000
 
@@ -144,8 +146,9 @@ def test_stop_writes_output_path_in_the_format_of_its_suffix(tmp_path):
     p = spprof.stop()
     text = out.read_text()
     assert p.sample_count > 0
-    assert any(line.split(";")[-1].startswith("burn") or "genexpr" in line
-               for line in text.splitlines())
+    assert any(
+        line.split(";")[-1].startswith("burn") or "genexpr" in line for line in text.splitlines()
+    )
 
 
 def test_stats_report_the_session(tmp_path):

@@ -92,8 +92,9 @@ def test_code_mode(tmp_path):
 
 
 def test_exit_code_passes_through(tmp_path):
-    r = run_python("-m", "spprof", "-q", "-o", str(tmp_path / "e.json"), TARGET,
-                   env={"ACTION": "exit3"})
+    r = run_python(
+        "-m", "spprof", "-q", "-o", str(tmp_path / "e.json"), TARGET, env={"ACTION": "exit3"}
+    )
     assert r.returncode == 3
     assert (tmp_path / "e.json").exists()
 
@@ -177,8 +178,9 @@ def test_installed_console_script_matches_python_m(tmp_path):
 
 
 def test_debug_log_goes_to_stderr_from_normal_context(tmp_path):
-    r = run_python("-m", "spprof", "-q", "-o", str(tmp_path / "d.json"), TARGET,
-                   env={"SPPROF_DEBUG": "1"})
+    r = run_python(
+        "-m", "spprof", "-q", "-o", str(tmp_path / "d.json"), TARGET, env={"SPPROF_DEBUG": "1"}
+    )
     assert r.returncode == 0
     assert "[spprof debug] session started" in r.stderr
     assert "[spprof debug] thread registered" in r.stderr

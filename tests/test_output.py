@@ -12,10 +12,19 @@ import pytest
 import spprof
 import workloads as w
 
-SCHEMA = Path(__file__).resolve().parents[1].parent / "shared" / "formats" / "speedscope-file-format-schema.json"
+SCHEMA = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "formats"
+    / "speedscope-file-format-schema.json"
+)
 SCHEMA_CANDIDATES = [
     SCHEMA,
-    Path(__file__).resolve().parents[1] / ".." / "shared" / "formats" / "speedscope-file-format-schema.json",
+    Path(__file__).resolve().parents[1]
+    / ".."
+    / "shared"
+    / "formats"
+    / "speedscope-file-format-schema.json",
 ]
 
 

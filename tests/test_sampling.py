@@ -107,7 +107,9 @@ def test_second_and_third_sessions_sample_at_the_requested_rate():
 def test_thousands_of_exec_functions_never_get_a_wrong_name():
     with spprof.Profiler(interval_ms=1) as p:
         for k in range(3000):
-            src = f"def f_{k}(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t\n"
+            src = (
+                f"def f_{k}(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t\n"
+            )
             ns: dict = {}
             exec(compile(src, f"<gen-{k}>", "exec"), ns)
             ns[f"f_{k}"](2000)

@@ -66,17 +66,19 @@ def _start_c_thread(results: dict):
 def test_every_kind_of_thread_is_sampled_with_its_name_and_cpu_time():
     started = threading.Event()
     results: dict = {}
-    before = threading.Thread(target=_measured_worker, args=(started, results, "before"),
-                              name="made-before-start")
+    before = threading.Thread(
+        target=_measured_worker, args=(started, results, "before"), name="made-before-start"
+    )
     before.start()
     spprof.start(interval_ms=10)
     try:
-        after = threading.Thread(target=_measured_worker, args=(started, results, "after"),
-                                 name="made-after-start")
+        after = threading.Thread(
+            target=_measured_worker, args=(started, results, "after"), name="made-after-start"
+        )
         after.start()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pool")
         fut = pool.submit(_pool_task, started, results, "pool")
-        libc, handle, keep = _start_c_thread(results)
+        libc, handle, _callback = _start_c_thread(results)  # keep the callback alive
         started.set()
         before.join()
         after.join()
@@ -86,8 +88,12 @@ def test_every_kind_of_thread_is_sampled_with_its_name_and_cpu_time():
     finally:
         profile = spprof.stop()
     samples = profile.get_samples()
-    expected_names = {"before": "made-before-start", "after": "made-after-start",
-                      "pool": "pool_0", "c": None}
+    expected_names = {
+        "before": "made-before-start",
+        "after": "made-after-start",
+        "pool": "pool_0",
+        "c": None,
+    }
     for key, name in expected_names.items():
         cpu, ident, native, _ = results[key]
         mine = [s for s in samples if s.native_thread_id == native]
@@ -137,8 +143,11 @@ def test_thread_hashing_with_the_gil_released_is_sampled_on_its_line():
     mine = [s for s in p.get_samples() if s.thread_name == "hasher"]
     assert len(mine) > 50
     hash_line = w.line_of(hasher, "HASH_LINE")
-    on_line = [s for s in mine if s.frames[-1].function_name == "hasher"
-               and s.frames[-1].lineno == hash_line]
+    on_line = [
+        s
+        for s in mine
+        if s.frames[-1].function_name == "hasher" and s.frames[-1].lineno == hash_line
+    ]
     assert len(on_line) > 0.8 * len(mine)
 
 

@@ -8,8 +8,9 @@ long session costs almost nothing and memory follows distinct stacks, not sample
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional
 
 # SampleRow in stack_store.h: timestamp_ns, weight_ns, stack id, serial | flags << 24.
 _ROW = struct.Struct("<QQII")
@@ -297,7 +298,7 @@ class Profile:
         self._samples = None
 
     # ---- output -----------------------------------------------------------------------------
-    def save(self, path: Any, format: str = "speedscope") -> None:  # noqa: A002 - public API name
+    def save(self, path: Any, format: str = "speedscope") -> None:
         """Write the profile to `path` in `format` ("speedscope" or "collapsed")."""
         from .output import write
 

@@ -129,7 +129,7 @@ def start(
     memory_limit_mb: Optional[float] = None,
     output_path: Optional[PathLike] = None,
     *,
-    format: Optional[str] = None,  # noqa: A002 - mirrors the CLI's -f
+    format: Optional[str] = None,
     timer: str = "auto",
 ) -> None:
     """Start sampling every Python thread of this process.
@@ -219,7 +219,7 @@ class Profiler:
         memory_limit_mb: Optional[float] = None,
         output_path: Optional[PathLike] = None,
         *,
-        format: Optional[str] = None,  # noqa: A002
+        format: Optional[str] = None,
         timer: str = "auto",
     ) -> None:
         # Checked now, so a bad argument fails where the Profiler is made.
@@ -260,7 +260,7 @@ def profile(
     interval_ms: float = 10,
     mode: str = "cpu",
     *,
-    format: Optional[str] = None,  # noqa: A002
+    format: Optional[str] = None,
     timer: str = "auto",
 ) -> Callable[[F], F]:
     """Decorator: profile every call of the function; each call writes `output_path`."""

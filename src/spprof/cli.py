@@ -52,7 +52,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-_VALUE_OPTIONS = {"-o", "--output", "-f", "--format", "-i", "--interval", "--mode", "--timer", "--top"}
+_VALUE_OPTIONS = {
+    "-o",
+    "--output",
+    "-f",
+    "--format",
+    "-i",
+    "--interval",
+    "--mode",
+    "--timer",
+    "--top",
+}
 
 
 def _split(argv: list[str]) -> tuple[list[str], str, Optional[str], list[str]]:
@@ -88,7 +98,9 @@ def _number(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise CliError(f"interval must be a number of milliseconds (1-1000), got {text!r}") from None
+        raise CliError(
+            f"interval must be a number of milliseconds (1-1000), got {text!r}"
+        ) from None
 
 
 def _default_output(kind: str, target: str, fmt: str) -> Path:
@@ -146,7 +158,9 @@ _RUNNER_FILES = {
 
 def _is_runner_frame(frame: Any) -> bool:
     name = frame.filename
-    return name in _RUNNER_FILES or (not name.startswith("<") and os.path.abspath(name) in _RUNNER_FILES)
+    return name in _RUNNER_FILES or (
+        not name.startswith("<") and os.path.abspath(name) in _RUNNER_FILES
+    )
 
 
 def _on_sigterm(signum: int, frame: Any) -> NoReturn:
@@ -160,12 +174,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         opts = _parser().parse_args(ours)
         if kind == "none" or target is None:
             _parser().print_usage(sys.stderr)
-            print("spprof: error: nothing to profile: give a script, -m module or -c code",
-                  file=sys.stderr)
+            print(
+                "spprof: error: nothing to profile: give a script, -m module or -c code",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         interval = _number(opts.interval)
-        fmt = check_format(opts.format) if opts.format else (
-            guess_format(opts.output) if opts.output else "speedscope"
+        fmt = (
+            check_format(opts.format)
+            if opts.format
+            else (guess_format(opts.output) if opts.output else "speedscope")
         )
         out = Path(opts.output) if opts.output else _default_output(kind, target, fmt)
         check_writable(out)

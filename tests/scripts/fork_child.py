@@ -41,6 +41,13 @@ for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
     parent_work(0.1)
 profile = spprof.stop()
 after_fork = [s for s in profile.samples if any(f.function_name == "parent_work" for f in s.frames)]
-print(json.dumps({"children": results, "parent_samples": len(after_fork),
-                  "parent_pid": os.getpid(),
-                  "pids_in_profile": sorted({s.native_thread_id for s in profile.samples})}))
+print(
+    json.dumps(
+        {
+            "children": results,
+            "parent_samples": len(after_fork),
+            "parent_pid": os.getpid(),
+            "pids_in_profile": sorted({s.native_thread_id for s in profile.samples}),
+        }
+    )
+)

@@ -6,6 +6,7 @@ write never leaves a half-written profile behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -83,9 +84,7 @@ def write(profile: Profile, path: PathLike, fmt: str) -> Path:
             f.write(data)
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return target
