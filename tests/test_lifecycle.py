@@ -64,5 +64,6 @@ def test_no_thread_of_ours_remains_after_stop():
     during = set(Path("/proc/self/task").iterdir())
     spprof.stop()
     after = set(Path("/proc/self/task").iterdir())
-    assert len(during) == len(before) + 1  # the drain thread
-    assert after == before
+    # Threads of earlier tests may still be exiting: look only at threads that appeared.
+    assert len(during - before) == 1  # the drain thread
+    assert after - before == set()
