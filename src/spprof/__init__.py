@@ -8,6 +8,7 @@
 or `python -m spprof script.py`. See docs/usage.md.
 """
 
+from ._load import ProfileFormatError, load
 from ._model import Frame, FunctionStats, Profile, Sample, ThreadInfo
 from ._session import Profiler, __version__, is_active, profile, start, stats, stop
 
@@ -15,11 +16,13 @@ __all__ = [
     "Frame",
     "FunctionStats",
     "Profile",
+    "ProfileFormatError",
     "Profiler",
     "Sample",
     "ThreadInfo",
     "__version__",
     "is_active",
+    "load",
     "profile",
     "start",
     "stats",

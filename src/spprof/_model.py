@@ -299,7 +299,10 @@ class Profile:
 
     # ---- output -----------------------------------------------------------------------------
     def save(self, path: Any, format: str = "speedscope") -> None:
-        """Write the profile to `path` in `format` ("speedscope" or "collapsed")."""
+        """Write the profile to `path` in `format`.
+
+        Formats: spprof, speedscope, collapsed, pprof, chrome, html (docs/formats.md).
+        """
         from .output import write
 
         write(self, path, format)

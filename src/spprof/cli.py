@@ -23,10 +23,19 @@ from typing import Any, NoReturn, Optional
 from . import _session
 from .output import FORMATS, check_format, check_writable, guess_format, write
 from .report import summary
+from .tools import SUBCOMMANDS
+
+# Subcommand words count only as the very first argument: `spprof ./report` or
+# `spprof -- report` runs a script named report (docs/usage.md).
+SUBCOMMAND_DISPATCH: dict[str, Any] = {}  # filled below, once record() exists
 
 USAGE = (
-    "spprof [-o FILE] [-f {speedscope,collapsed}] [-i MS] [--mode {cpu,wall}] [--native] [-q]\n"
-    "              (script.py [args] | -m module [args] | -c code [args])"
+    "spprof [-o FILE] [-f FORMAT] [-i MS] [--mode {cpu,wall}] [--native] [-q]\n"
+    "              (script.py [args] | -m module [args] | -c code [args])\n"
+    "       spprof record [options] (script.py | -m module | -c code) [args]\n"
+    "       spprof convert IN -f FORMAT [-o OUT]\n"
+    "       spprof report IN [--top N]\n"
+    "FORMAT: spprof, speedscope, collapsed, pprof, chrome, html"
 )
 EXIT_USAGE = 2
 
@@ -169,6 +178,13 @@ def _on_sigterm(signum: int, frame: Any) -> NoReturn:
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMAND_DISPATCH:
+        return SUBCOMMAND_DISPATCH[argv[0]](argv[1:])
+    return record(argv)
+
+
+def record(argv: list[str]) -> int:
+    """`spprof [record] [options] target [args]`: run the target under the profiler."""
     try:
         ours, kind, target, args = _split(argv)
         opts = _parser().parse_args(ours)
@@ -236,6 +252,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not opts.quiet:
         print(summary(profile, top=max(1, opts.top), output=str(written), fmt=fmt), file=sys.stderr)
     return exit_code
+
+
+SUBCOMMAND_DISPATCH.update(SUBCOMMANDS)
+SUBCOMMAND_DISPATCH["record"] = record
 
 
 if __name__ == "__main__":
