@@ -292,3 +292,13 @@ def test_each_default_suffix_guesses_its_own_format():
     # A file written with `-f X` and the default name must be recognised as X again.
     for name, (_, suffix) in FORMATS.items():
         assert guess_format("p" + suffix) == name
+
+
+def assert_rows_match(a, b) -> None:
+    """Every row identical except timestamps, which the file keeps to +-500 ns."""
+    assert len(a) == len(b)
+    for (ta, wa, sa, fa), (tb, wb, sb, fb) in zip(
+        struct.iter_unpack("<QQII", a), struct.iter_unpack("<QQII", b)
+    ):
+        assert (wa, sa, fa) == (wb, sb, fb)
+        assert abs(ta - tb) <= 500, (ta, tb)

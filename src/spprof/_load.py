@@ -22,6 +22,7 @@ from .output.spprof_format import (
     SERIAL_MASK,
     TIME_RAW,
     TIME_RESIDUAL,
+    TIME_RESIDUAL_US,
     VERSION,
     field,
 )
@@ -205,7 +206,8 @@ def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:
         words[k::8] = time_sec[1 + k * n : 1 + (k + 1) * n]
     values = struct.unpack(f"<{n}Q", words)
     kind = time_sec[0]
-    if kind == TIME_RESIDUAL:
+    if kind in (TIME_RESIDUAL, TIME_RESIDUAL_US):
+        scale = 1000 if kind == TIME_RESIDUAL_US else 1
         weights = struct.unpack(f"<{n}Q", field(buf, n, 8, 8))
         tf = struct.unpack(f"<{n}I", field(buf, n, 20, 4))
         last: dict[int, int] = {}
@@ -215,7 +217,7 @@ def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:
         # The hot loop of loading: zigzag decoding inlined ((z >> 1) ^ -(z & 1)).
         for z, w, s in zip(values, weights, tf):
             s &= SERIAL_MASK
-            t = get(s, start_ns) + w + ((z >> 1) ^ -(z & 1))
+            t = get(s, start_ns) + w + ((z >> 1) ^ -(z & 1)) * scale
             append(t)
             last[s] = t
         if min(ts) < 0 or max(ts) >= 1 << 64:
