@@ -1,0 +1,68 @@
+// unwind/ucontext_regs.cpp: register_context_from_ucontext and current_thread_stack_bounds
+// (see ucontext_regs.h).
+#include "unwind/ucontext_regs.h"
+
+#include <pthread.h>
+
+#if defined(__linux__)
+#include <signal.h>
+#include <ucontext.h>
+#endif
+
+namespace spprof {
+
+bool register_context_from_ucontext(const void* ucontext, RegisterContext* out) {
+    *out = RegisterContext{};
+    if (ucontext == nullptr) return false;
+#if defined(__linux__) && defined(__x86_64__)
+    const mcontext_t& mc = static_cast<const ucontext_t*>(ucontext)->uc_mcontext;
+    out->pc = static_cast<uint64_t>(mc.gregs[REG_RIP]);
+    out->sp = static_cast<uint64_t>(mc.gregs[REG_RSP]);
+    out->fp = static_cast<uint64_t>(mc.gregs[REG_RBP]);
+    out->callee_saved[0] = static_cast<uint64_t>(mc.gregs[REG_RBX]);
+    out->callee_saved[1] = static_cast<uint64_t>(mc.gregs[REG_R12]);
+    out->callee_saved[2] = static_cast<uint64_t>(mc.gregs[REG_R13]);
+    out->callee_saved[3] = static_cast<uint64_t>(mc.gregs[REG_R14]);
+    out->callee_saved[4] = static_cast<uint64_t>(mc.gregs[REG_R15]);
+    return true;
+#elif defined(__linux__) && defined(__aarch64__)
+    const mcontext_t& mc = static_cast<const ucontext_t*>(ucontext)->uc_mcontext;
+    out->pc = mc.pc;
+    out->sp = mc.sp;
+    out->fp = mc.regs[29];
+    out->lr = mc.regs[30];
+    for (int i = 0; i < 10; ++i) out->callee_saved[i] = mc.regs[19 + i];
+    return true;
+#else
+    return false;
+#endif
+}
+
+bool current_thread_stack_bounds(uintptr_t* lo, uintptr_t* hi) {
+    *lo = 0;
+    *hi = 0;
+#if defined(__linux__)
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+    void* addr = nullptr;
+    size_t size = 0;
+    const int rc = pthread_attr_getstack(&attr, &addr, &size);
+    pthread_attr_destroy(&attr);
+    if (rc != 0 || addr == nullptr || size == 0) return false;
+    *lo = reinterpret_cast<uintptr_t>(addr);
+    *hi = *lo + size;
+    return true;
+#elif defined(__APPLE__)
+    pthread_t self = pthread_self();
+    const uintptr_t top = reinterpret_cast<uintptr_t>(pthread_get_stackaddr_np(self));
+    const size_t size = pthread_get_stacksize_np(self);
+    if (top == 0 || size == 0 || size > top) return false;
+    *lo = top - size;
+    *hi = top;
+    return true;
+#else
+    return false;
+#endif
+}
+
+}  // namespace spprof

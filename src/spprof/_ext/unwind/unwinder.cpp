@@ -1,0 +1,283 @@
+// unwind/unwinder.cpp: unwind_native (see unwinder.h). SIGNAL-SAFE and NO-HEAP throughout.
+#include "unwind/unwinder.h"
+
+#include <cstring>
+
+namespace spprof {
+
+const char* unwind_stop_name(UnwindStop stop) {
+    switch (stop) {
+        case UnwindStop::kBottom: return "bottom";
+        case UnwindStop::kOutsideModules: return "outside_modules";
+        case UnwindStop::kNoCfi: return "no_cfi";
+        case UnwindStop::kBadCfi: return "bad_cfi";
+        case UnwindStop::kUnsupportedCfi: return "unsupported_cfi";
+        case UnwindStop::kStackBounds: return "stack_bounds";
+        case UnwindStop::kNotRising: return "not_rising";
+        case UnwindStop::kDepthCap: return "depth_cap";
+        case UnwindStop::kNoSnapshot: return "no_snapshot";
+        case UnwindStop::kUnsupported: return "unsupported";
+    }
+    return "unknown";
+}
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+
+namespace {
+
+// DWARF register columns of this architecture (System V x86_64 psABI 3.38; AAPCS64 DWARF).
+#if defined(__x86_64__)
+constexpr uint32_t kSpCol = 7;
+constexpr uint32_t kFpCol = 6;
+constexpr uint32_t kPcCol = 16;  // the return-address column doubles as rip in expressions
+constexpr uint32_t kCalleeCols[] = {3, 12, 13, 14, 15};  // rbx, r12-r15 (RegisterContext order)
+constexpr uint64_t strip_pointer(uint64_t a) { return a; }
+#else
+constexpr uint32_t kSpCol = 31;
+constexpr uint32_t kFpCol = 29;
+constexpr uint32_t kLrCol = 30;
+constexpr uint32_t kCalleeCols[] = {19, 20, 21, 22, 23, 24, 25, 26, 27, 28};
+// Linux user addresses fit in 48 bits; pointer-authentication signatures sit above them.
+constexpr uint64_t strip_pointer(uint64_t a) { return a & ((uint64_t{1} << 48) - 1); }
+#endif
+
+static_assert(kCfiRegs <= 64, "validity is a 64-bit mask");
+
+struct RegFile {
+    uint64_t r[kCfiRegs];
+    uint64_t valid;
+
+    bool has(uint32_t col) const { return col < kCfiRegs && ((valid >> col) & 1) != 0; }
+    void set(uint32_t col, uint64_t v) {
+        r[col] = v;
+        valid |= uint64_t{1} << col;
+    }
+    void clear(uint32_t col) { valid &= ~(uint64_t{1} << col); }
+};
+
+bool read_stack_word(uintptr_t addr, uintptr_t lo, uintptr_t hi, uint64_t* out) {
+    if (addr < lo || hi < 8 || addr > hi - 8) return false;
+    std::memcpy(out, reinterpret_cast<const void*>(addr), 8);
+    return true;
+}
+
+UnwindStop stop_for(CfiResult res) {
+    switch (res) {
+        case CfiResult::kUnsupported: return UnwindStop::kUnsupportedCfi;
+        case CfiResult::kNotFound: return UnwindStop::kNoCfi;
+        default: return UnwindStop::kBadCfi;
+    }
+}
+
+// One CFI step from `cur` (at `pc`, looked up as `lookup_pc`) into `next`.
+// Returns kBottom with *ra = 0 when the return address is undefined. `ra_from_stack` tells
+// whether the return address was read from the stack (false: a leaf's link register).
+bool cfi_step(const Fde& fde, uint64_t lookup_pc, const RegFile& cur, uintptr_t lo, uintptr_t hi,
+              RegFile* next, uint64_t* ra, bool* ra_from_stack, UnwindStop* why) {
+    CfiRow row;
+    CfiResult res = run_cfi(fde, lookup_pc, &row);
+    if (res != CfiResult::kOk) {
+        *why = stop_for(res);
+        return false;
+    }
+    const uint32_t ra_col = fde.cie.ra_column;
+    if (ra_col >= kCfiRegs) {
+        *why = UnwindStop::kUnsupportedCfi;
+        return false;
+    }
+    if (row.regs[ra_col].kind == RuleKind::kUndefined) {
+        *ra = 0;
+        *why = UnwindStop::kBottom;
+        return false;
+    }
+    uint64_t cfa = 0;
+    if (row.cfa.expr != nullptr) {
+        res = eval_cfa_expression(row.cfa.expr, row.cfa.expr_len, cur.r, cur.valid, &cfa);
+        if (res != CfiResult::kOk) {
+            *why = stop_for(res);
+            return false;
+        }
+    } else {
+        if (!cur.has(row.cfa.reg)) {
+            *why = UnwindStop::kUnsupportedCfi;  // CFA from a register we do not know
+            return false;
+        }
+        cfa = cur.r[row.cfa.reg] + static_cast<uint64_t>(row.cfa.offset);
+    }
+    if (cfa < lo || cfa > hi) {
+        *why = UnwindStop::kStackBounds;
+        return false;
+    }
+    *next = cur;
+    for (uint32_t col = 0; col < kCfiRegs; ++col) {
+        const RegRule& rule = row.regs[col];
+        switch (rule.kind) {
+            case RuleKind::kSameValue: break;
+            case RuleKind::kUndefined: next->clear(col); break;
+            case RuleKind::kOffset: {
+                uint64_t v = 0;
+                if (!read_stack_word(static_cast<uintptr_t>(cfa + static_cast<uint64_t>(int64_t{rule.offset})),
+                                     lo, hi, &v)) {
+                    *why = UnwindStop::kStackBounds;
+                    return false;
+                }
+                next->set(col, v);
+                break;
+            }
+            case RuleKind::kValOffset:
+                next->set(col, cfa + static_cast<uint64_t>(int64_t{rule.offset}));
+                break;
+            case RuleKind::kRegister:
+                if (cur.has(rule.reg)) {
+                    next->set(col, cur.r[rule.reg]);
+                } else {
+                    next->clear(col);
+                }
+                break;
+            case RuleKind::kExpression:
+                if (col == ra_col) {
+                    *why = UnwindStop::kUnsupportedCfi;
+                    return false;
+                }
+                next->clear(col);  // unknown from here on; a later CFA needing it stops then
+                break;
+        }
+    }
+    if (!next->has(ra_col)) {
+        *why = UnwindStop::kUnsupportedCfi;
+        return false;
+    }
+    *ra = strip_pointer(next->r[ra_col]);
+    *ra_from_stack = row.regs[ra_col].kind == RuleKind::kOffset;
+    next->set(kSpCol, cfa);
+    return true;
+}
+
+}  // namespace
+
+uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& regs,
+                       uintptr_t stack_lo, uintptr_t stack_hi, uint64_t* pcs, uint32_t max,
+                       UnwindStatus* status) {
+    UnwindStatus local;
+    UnwindStatus& st = status != nullptr ? *status : local;
+    st = UnwindStatus{};
+    if (max == 0 || pcs == nullptr) {
+        st.truncated = true;
+        st.stop = UnwindStop::kDepthCap;
+        return 0;
+    }
+    uint64_t pc = strip_pointer(regs.pc);
+    if (pc == 0) {
+        st.stop = UnwindStop::kBottom;
+        return 0;
+    }
+    pcs[st.depth++] = pc;
+    if (snapshot == nullptr || stack_hi <= stack_lo) {
+        st.stop = UnwindStop::kNoSnapshot;
+        return st.depth;
+    }
+
+    RegFile cur;
+    std::memset(&cur, 0, sizeof cur);
+    cur.set(kSpCol, regs.sp);
+    cur.set(kFpCol, regs.fp);
+    for (uint32_t i = 0; i < sizeof kCalleeCols / sizeof kCalleeCols[0]; ++i)
+        cur.set(kCalleeCols[i], regs.callee_saved[i]);
+#if defined(__x86_64__)
+    cur.set(kPcCol, pc);
+#else
+    cur.set(kLrCol, strip_pointer(regs.lr));
+#endif
+
+    uintptr_t last_fp = 0;
+    bool first = true;
+    // Each iteration writes one pc or returns, so it runs at most `max` times.
+    for (;;) {
+        // A return address points after its call: look the caller up at the call itself.
+        const uint64_t lookup_pc = first ? pc : pc - 1;
+        const uint64_t sp = cur.r[kSpCol];
+        const UnwindModule* mod = snapshot->find(static_cast<uintptr_t>(lookup_pc));
+        RegFile next;
+        uint64_t ra = 0;
+        bool ra_from_stack = true;
+        bool stepped = false;
+        Fde fde;
+        CfiResult found = CfiResult::kNotFound;
+        if (mod != nullptr && mod->eh.table != nullptr)
+            found = find_fde(mod->eh, mod->cfi_range, lookup_pc, &fde);
+        if (found == CfiResult::kOk) {
+            UnwindStop why = UnwindStop::kBottom;
+            if (!cfi_step(fde, lookup_pc, cur, stack_lo, stack_hi, &next, &ra, &ra_from_stack, &why)) {
+                st.stop = why;
+                return st.depth;
+            }
+            if (st.cfi_steps < UINT16_MAX) ++st.cfi_steps;
+            stepped = true;
+        } else if (found != CfiResult::kNotFound) {
+            st.stop = stop_for(found);
+            return st.depth;
+        }
+        if (!stepped) {
+            // Frame-pointer fallback: record {saved fp, return address} at fp.
+            const uint64_t fp = cur.r[kFpCol];
+            uint64_t rec[2];
+            if (!cur.has(kFpCol) || fp < sp || fp <= last_fp || (fp & 7) != 0 ||
+                !read_stack_word(static_cast<uintptr_t>(fp), stack_lo, stack_hi, &rec[0]) ||
+                !read_stack_word(static_cast<uintptr_t>(fp + 8), stack_lo, stack_hi, &rec[1])) {
+                st.stop = UnwindStop::kNoCfi;
+                return st.depth;
+            }
+            next = cur;
+            next.set(kFpCol, rec[0]);
+            next.set(kSpCol, fp + 16);
+            ra = strip_pointer(rec[1]);
+#if defined(__aarch64__)
+            next.set(kLrCol, ra);
+#endif
+            last_fp = static_cast<uintptr_t>(fp);
+            if (st.fp_steps < UINT16_MAX) ++st.fp_steps;
+        }
+        if (ra == 0) {
+            st.stop = UnwindStop::kBottom;
+            return st.depth;
+        }
+        const uint64_t new_sp = next.r[kSpCol];
+        // The stack must grow towards the caller; only a leaf whose return address was still
+        // in a register (aarch64 lr) may leave the stack pointer where it was.
+        if (new_sp < sp || (new_sp == sp && (ra_from_stack || !first))) {
+            st.stop = UnwindStop::kNotRising;
+            return st.depth;
+        }
+        if (snapshot->find(static_cast<uintptr_t>(ra - 1)) == nullptr) {
+            st.stop = UnwindStop::kOutsideModules;
+            return st.depth;
+        }
+        if (st.depth == max) {
+            st.truncated = true;
+            st.stop = UnwindStop::kDepthCap;
+            return st.depth;
+        }
+        pcs[st.depth++] = ra;
+        pc = ra;
+#if defined(__x86_64__)
+        next.set(kPcCol, pc);
+#endif
+        cur = next;
+        first = false;
+    }
+}
+
+#else  // not Linux x86_64/aarch64
+
+uint32_t unwind_native(const UnwindSnapshot*, const RegisterContext&, uintptr_t, uintptr_t,
+                       uint64_t*, uint32_t, UnwindStatus* status) {
+    if (status != nullptr) {
+        *status = UnwindStatus{};
+        status->stop = UnwindStop::kUnsupported;
+    }
+    return 0;
+}
+
+#endif
+
+}  // namespace spprof
