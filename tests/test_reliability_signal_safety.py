@@ -20,13 +20,17 @@ from pathlib import Path
 
 import pytest
 
+import spprof
 import spprof._ext
 from conftest import SCRIPTS, run_python
 from test_reliability_common import figure, result_of, scale
 
 SHIM_SOURCE = Path(__file__).resolve().parent / "native_shim" / "sigshim.c"
-# The only CPython function the handler may call: a TSS read of this thread's own state.
-ALLOWED_PYAPI = {"PyGILState_GetThisThreadState"}
+# The CPython functions the handler may call, each a lock-free read (checked in CPython's
+# pystate.c for 3.9-3.13): this thread's own state from TSS, and "does this thread hold the
+# GIL" (the GIL holder's atomic on 3.9-3.11, libpython's initial-exec thread-local on 3.12+).
+# Adding a name here needs the same check.
+ALLOWED_PYAPI = {"PyGILState_GetThisThreadState", "PyGILState_Check"}
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD shim: Linux"),
@@ -142,15 +146,36 @@ def run_under_shim(shim, tmp_path, script_args, selftest="", timeout=180):
     return proc, json.loads(report.read_text())
 
 
-@pytest.mark.parametrize("timer", ["thread", "itimer"])
-def test_handler_never_allocates_locks_or_calls_the_python_api(shim, tmp_path, timer):
+def _supported(**kwargs) -> bool:
+    try:
+        spprof.start(**kwargs)
+    except NotImplementedError:
+        return False
+    spprof.stop()
+    return True
+
+
+@pytest.mark.parametrize(
+    ("timer", "mode", "native"),
+    [
+        ("thread", "cpu", ""),
+        ("itimer", "cpu", ""),
+        ("auto", "wall", ""),
+        ("thread", "cpu", "native"),
+    ],
+)
+def test_handler_never_allocates_locks_or_calls_the_python_api(shim, tmp_path, timer, mode, native):
+    if not _supported(mode=mode, native=bool(native)):
+        pytest.skip(f"mode={mode} native={bool(native)} not implemented in this build")
     seconds = scale(5.0, 40.0)  # of process CPU time
     proc, rep = run_under_shim(
-        shim, tmp_path, [str(SCRIPTS / "rel_shim_workload.py"), str(seconds), timer]
+        shim,
+        tmp_path,
+        [str(SCRIPTS / "rel_shim_workload.py"), str(seconds), timer, mode, native or "python"],
     )
     res = result_of(proc.stdout)
     figure(
-        f"signal_safety[{timer}]",
+        f"signal_safety[{timer},{mode}{',native' if native else ''}]",
         seconds=seconds,
         handler_entries=rep["entries"],
         handler_threads=rep["threads"],
@@ -170,7 +195,8 @@ def test_handler_never_allocates_locks_or_calls_the_python_api(shim, tmp_path, t
         # the one allowed call proves the stubs intercept the extension's calls
         assert rep["pyapi"].get("PyGILState_GetThisThreadState", 0) > 0, rep
     # the profile is still right
-    assert res["timer"] == ("itimer" if timer == "itimer" else "per-thread")
+    if mode == "cpu":
+        assert res["timer"] == ("itimer" if timer == "itimer" else "per-thread")
     for fn in ("allocate_heavily", "lock_heavily", "main_burn", "short_lived"):
         assert fn in res["functions"], (fn, res["functions"])
     assert {"allocator", "locker", "hasher", "MainThread"} <= set(res["thread_names"])

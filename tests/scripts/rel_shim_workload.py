@@ -1,8 +1,9 @@
 """Workload run under the signal-safety shim: sampling at 1 ms in several threads that allocate,
 lock, hash with the GIL released, start and end, while the main thread burns CPU.
 
-argv: cpu_seconds timer. Runs until the process used cpu_seconds of CPU (all threads), so a
-busy machine stretches the run instead of shrinking the sample count; capped at 6x in wall time.
+argv: cpu_seconds timer [mode [native]]. Runs until the process used cpu_seconds of CPU
+(all threads), so a busy machine stretches the run instead of shrinking the sample count;
+capped at 6x in wall time.
 Prints `RESULT {json}` with the profile's facts and spprof.stats().
 """
 
@@ -16,6 +17,8 @@ import spprof
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
 TIMER = sys.argv[2] if len(sys.argv) > 2 else "auto"
+MODE = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+NATIVE = len(sys.argv) > 4 and sys.argv[4] == "native"
 
 
 def allocate_heavily(stop):
@@ -69,7 +72,7 @@ def main_burn(cpu_seconds):
 
 
 stop = threading.Event()
-spprof.start(interval_ms=1, timer=TIMER)
+spprof.start(interval_ms=1, timer=TIMER, mode=MODE, native=NATIVE)
 workers = [
     threading.Thread(target=allocate_heavily, args=(stop,), name="allocator"),
     threading.Thread(target=lock_heavily, args=(stop,), name="locker"),
