@@ -1,0 +1,62 @@
+// unwind/eval_ranges.cpp: find_eval_ranges and find_function_ranges (see eval_ranges.h).
+#include "unwind/eval_ranges.h"
+
+#include <dlfcn.h>
+
+#include <vector>
+
+#if defined(__linux__)
+#include <link.h>
+#endif
+
+namespace spprof {
+
+Error find_function_ranges(Symbolizer& symbolizer, const void* addr_in_function, const char* name,
+                           EvalRanges* out) {
+    *out = EvalRanges{};
+#if defined(__linux__)
+    const uint64_t addr = reinterpret_cast<uintptr_t>(addr_in_function);
+    std::vector<FunctionRange> found;
+    Error err = symbolizer.find_functions(addr, name, &found);
+    if (!err.ok() || found.empty()) {
+        // No symbol table on disk (deleted or unreadable file): the dynamic symbol still has
+        // a size, which covers the main part.
+        Dl_info info;
+        void* extra = nullptr;  // dladdr1 stores a const ElfW(Sym)* here
+        const int found_sym = dladdr1(addr_in_function, &info, &extra, RTLD_DL_SYMENT);
+        const ElfW(Sym)* sym = static_cast<const ElfW(Sym)*>(extra);
+        if (found_sym != 0 && sym != nullptr && info.dli_saddr != nullptr && sym->st_size != 0) {
+            out->lo[0] = reinterpret_cast<uintptr_t>(info.dli_saddr);
+            out->hi[0] = out->lo[0] + sym->st_size;
+            out->count = 1;
+            return Error::none();
+        }
+        return err.ok() ? Error::runtime("function not found in its module's symbol table") : err;
+    }
+    for (const FunctionRange& r : found) {
+        if (out->count == EvalRanges::kMax) break;
+        bool dup = false;  // .symtab and an alias may name the same range twice
+        for (uint32_t i = 0; i < out->count; ++i) dup = dup || (out->lo[i] == r.lo && out->hi[i] == r.hi);
+        if (dup) continue;
+        out->lo[out->count] = r.lo;
+        out->hi[out->count] = r.hi;
+        ++out->count;
+    }
+    return Error::none();
+#else
+    (void)symbolizer;
+    (void)addr_in_function;
+    (void)name;
+    return Error::not_implemented("eval ranges: only implemented on Linux");
+#endif
+}
+
+Error find_eval_ranges(Symbolizer& symbolizer, EvalRanges* out) {
+    *out = EvalRanges{};
+    static const char kName[] = "_PyEval_EvalFrameDefault";
+    void* addr = dlsym(RTLD_DEFAULT, kName);
+    if (addr == nullptr) return Error::runtime("_PyEval_EvalFrameDefault is not exported");
+    return find_function_ranges(symbolizer, addr, kName, out);
+}
+
+}  // namespace spprof
