@@ -1,0 +1,457 @@
+// test_unwind_cfi.cpp: the CFI reader, the CFA interpreter and the unwinder over hand-built
+// .eh_frame_hdr / .eh_frame bytes and a fake stack (unwind/eh_frame.h, unwind/unwinder.h).
+//
+// One static buffer holds a fake module: .eh_frame_hdr at +0, .eh_frame at +0x100, and a
+// "text" range at +0x800 that is never executed, only named by FDEs and return addresses.
+#include <cstring>
+#include <vector>
+
+#include "harness.h"
+#include "unwind/eh_frame.h"
+#include "unwind/unwinder.h"
+
+using namespace spprof;
+
+namespace {
+
+// DWARF columns (x86_64 numbering; the interpreter itself is architecture-neutral).
+constexpr uint8_t kRbx = 3, kRbp = 6, kRsp = 7, kRa = 16;
+
+struct Emitter {
+    uint8_t* base;
+    size_t pos;
+    void u8(uint8_t v) { base[pos++] = v; }
+    void u32(uint32_t v) {
+        std::memcpy(base + pos, &v, 4);
+        pos += 4;
+    }
+    void u64(uint64_t v) {
+        std::memcpy(base + pos, &v, 8);
+        pos += 8;
+    }
+    void uleb(uint64_t v) {
+        do {
+            uint8_t b = v & 0x7f;
+            v >>= 7;
+            if (v != 0) b |= 0x80;
+            u8(b);
+        } while (v != 0);
+    }
+    void sleb(int64_t v) {
+        bool more = true;
+        while (more) {
+            uint8_t b = v & 0x7f;
+            v >>= 7;
+            if ((v == 0 && (b & 0x40) == 0) || (v == -1 && (b & 0x40) != 0)) {
+                more = false;
+            } else {
+                b |= 0x80;
+            }
+            u8(b);
+        }
+    }
+    void bytes(const std::vector<uint8_t>& b) {
+        for (uint8_t x : b) u8(x);
+    }
+    uintptr_t addr() const { return reinterpret_cast<uintptr_t>(base + pos); }
+};
+
+// CIE: version 1, "zR" with absptr FDE pointers, code align 1, data align -8, RA column 16,
+// initial rules CFA = rsp + 8, RA at CFA - 8 (what gcc emits on x86_64). Returns its offset.
+size_t emit_cie(Emitter& e, uint8_t fde_encoding = dw_eh_pe::kAbsPtr) {
+    const size_t start = e.pos;
+    e.u32(0);  // length, patched
+    e.u32(0);  // CIE id
+    e.u8(1);
+    e.u8('z');
+    e.u8('R');
+    e.u8(0);
+    e.uleb(1);
+    e.sleb(-8);
+    e.u8(kRa);
+    e.uleb(1);
+    e.u8(fde_encoding);
+    e.bytes({0x0c, kRsp, 8, 0x80 | kRa, 1});
+    while ((e.pos - start) % 8 != 0) e.u8(0);  // DW_CFA_nop padding
+    const uint32_t len = static_cast<uint32_t>(e.pos - start - 4);
+    std::memcpy(e.base + start, &len, 4);
+    return start;
+}
+
+// FDE for [begin, begin + len) with `insns`, pointing at the CIE at `cie`. Absptr encoding.
+size_t emit_fde(Emitter& e, size_t cie, uint64_t begin, uint64_t len, const std::vector<uint8_t>& insns) {
+    const size_t start = e.pos;
+    e.u32(0);
+    const size_t id_field = e.pos;
+    e.u32(static_cast<uint32_t>(id_field - cie));
+    e.u64(begin);
+    e.u64(len);
+    e.uleb(0);  // augmentation length
+    e.bytes(insns);
+    while ((e.pos - start) % 8 != 0) e.u8(0);
+    const uint32_t l = static_cast<uint32_t>(e.pos - start - 4);
+    std::memcpy(e.base + start, &l, 4);
+    return start;
+}
+
+alignas(16) uint8_t g_mod[0x1000];
+
+struct FakeModule {
+    uintptr_t text;  // fake functions f1 [0,0x40) f2 [0x40,0x80) f3 [0x80,0xc0); [0xc0,0x100) has no FDE
+    UnwindSnapshot snap;
+};
+
+// Build the fake module described at the top of this file.
+void build_fake_module(FakeModule* fm) {
+    std::memset(g_mod, 0, sizeof g_mod);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(g_mod);
+    fm->text = base + 0x800;
+    Emitter eh{g_mod, 0x100};
+    const size_t cie = emit_cie(eh);
+    // f1: push rbp at +0, then CFA = rsp + 16, rbp at CFA - 16.
+    const size_t f1 = emit_fde(eh, cie, fm->text, 0x40, {0x41, 0x0e, 16, 0x80 | kRbp, 2});
+    // f2: after 4 bytes CFA = rsp + 32, rbx at CFA - 16.
+    const size_t f2 = emit_fde(eh, cie, fm->text + 0x40, 0x40, {0x44, 0x0e, 32, 0x80 | kRbx, 2});
+    // f3: push rbp; mov rbp, rsp: CFA = rbp + 16 from +4.
+    const size_t f3 = emit_fde(eh, cie, fm->text + 0x80, 0x40,
+                               {0x41, 0x0e, 16, 0x80 | kRbp, 2, 0x43, 0x0d, kRbp});
+    eh.u32(0);  // .eh_frame terminator
+
+    Emitter hdr{g_mod, 0};
+    hdr.u8(1);
+    hdr.u8(dw_eh_pe::kPcRel | dw_eh_pe::kSData4);
+    hdr.u8(dw_eh_pe::kUData4);
+    hdr.u8(dw_eh_pe::kDataRel | dw_eh_pe::kSData4);
+    hdr.u32(static_cast<uint32_t>(0x100 - hdr.pos));  // pcrel: from this field to .eh_frame
+    hdr.u32(3);
+    const size_t fdes[3] = {f1, f2, f3};
+    for (int i = 0; i < 3; ++i) {
+        hdr.u32(static_cast<uint32_t>(0x800 + 0x40 * i));  // initial pc, relative to the header
+        hdr.u32(static_cast<uint32_t>(fdes[i]));
+    }
+    UnwindModule m;
+    m.bias = 0;
+    m.cfi_range = ByteRange{base, base + sizeof g_mod};
+    parse_eh_frame_hdr(g_mod, m.cfi_range, &m.eh);
+    fm->snap.modules = {m};
+    fm->snap.ranges = {ExecRange{fm->text, fm->text + 0x100, 0}};
+}
+
+}  // namespace
+
+TEST(unwind_cfi_encoded_pointers) {
+    alignas(8) uint8_t b[32] = {};
+    PointerBases bases;
+    bases.data = 0x10000;
+    const uint8_t* p = b;
+    uint64_t v = 0;
+    int32_t rel = -16;
+    std::memcpy(b, &rel, 4);
+    CHECK(read_encoded_pointer(&p, b + 32, dw_eh_pe::kPcRel | dw_eh_pe::kSData4, bases, &v) == CfiResult::kOk);
+    CHECK_EQ(v, reinterpret_cast<uintptr_t>(b) - 16);
+    CHECK(p == b + 4);
+    p = b;
+    CHECK(read_encoded_pointer(&p, b + 32, dw_eh_pe::kDataRel | dw_eh_pe::kSData4, bases, &v) == CfiResult::kOk);
+    CHECK_EQ(v, uint64_t{0x10000 - 16});
+    // sleb128 -2 = 0x7e; uleb128 300 = 0xac 0x02.
+    const uint8_t leb[3] = {0x7e, 0xac, 0x02};
+    p = leb;
+    CHECK(read_encoded_pointer(&p, leb + 3, dw_eh_pe::kSLeb128, bases, &v) == CfiResult::kOk);
+    CHECK_EQ(static_cast<int64_t>(v), -2);
+    CHECK(read_encoded_pointer(&p, leb + 3, dw_eh_pe::kULeb128, bases, &v) == CfiResult::kOk);
+    CHECK_EQ(v, uint64_t{300});
+    CHECK(p == leb + 3);
+    // Truncated, indirect and an unknown base fail without moving the cursor.
+    p = b;
+    CHECK(read_encoded_pointer(&p, b + 3, dw_eh_pe::kUData4, bases, &v) == CfiResult::kOutOfRange);
+    CHECK(p == b);
+    CHECK(read_encoded_pointer(&p, b + 32, dw_eh_pe::kIndirect | dw_eh_pe::kPcRel | dw_eh_pe::kSData4,
+                               bases, &v) == CfiResult::kUnsupported);
+    CHECK(read_encoded_pointer(&p, b + 32, dw_eh_pe::kDataRel | dw_eh_pe::kSData4, PointerBases{}, &v) ==
+          CfiResult::kUnsupported);
+    const uint8_t endless[12] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    p = endless;
+    CHECK(read_encoded_pointer(&p, endless + 12, dw_eh_pe::kULeb128, bases, &v) == CfiResult::kOutOfRange);
+}
+
+TEST(unwind_cfi_parse_and_run) {
+    FakeModule fm;
+    build_fake_module(&fm);
+    const ByteRange range{reinterpret_cast<uintptr_t>(g_mod), reinterpret_cast<uintptr_t>(g_mod) + sizeof g_mod};
+    Fde f;
+    CHECK(find_fde(fm.snap.modules[0].eh, range, fm.text + 0x82, &f) == CfiResult::kOk);
+    CHECK_EQ(f.pc_begin, fm.text + 0x80);
+    CHECK_EQ(f.pc_end, fm.text + 0xc0);
+    CHECK_EQ(f.cie.ra_column, 16u);
+    CHECK_EQ(f.cie.data_align, -8);
+    CfiRow row;
+    // At the first instruction: the CIE's rules only.
+    CHECK(run_cfi(f, fm.text + 0x80, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.reg, uint32_t{kRsp});
+    CHECK_EQ(row.cfa.offset, 8);
+    CHECK(row.regs[kRa].kind == RuleKind::kOffset);
+    CHECK_EQ(row.regs[kRa].offset, -8);
+    CHECK(row.regs[kRbp].kind == RuleKind::kSameValue);
+    // After push rbp.
+    CHECK(run_cfi(f, fm.text + 0x82, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.offset, 16);
+    CHECK(row.regs[kRbp].kind == RuleKind::kOffset);
+    CHECK_EQ(row.regs[kRbp].offset, -16);
+    CHECK_EQ(row.cfa.reg, uint32_t{kRsp});
+    // After mov rbp, rsp.
+    CHECK(run_cfi(f, fm.text + 0x84, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.reg, uint32_t{kRbp});
+    CHECK_EQ(row.cfa.offset, 16);
+    // Outside every FDE: the [0xc0, 0x100) gap and before the first function.
+    CHECK(find_fde(fm.snap.modules[0].eh, range, fm.text + 0xc8, &f) == CfiResult::kNotFound);
+    CHECK(find_fde(fm.snap.modules[0].eh, range, fm.text - 1, &f) == CfiResult::kNotFound);
+}
+
+// A CIE + one FDE with arbitrary instructions, for interpreter tests. Returns the parsed FDE.
+static CfiResult fde_with(const std::vector<uint8_t>& insns, Fde* out, uint64_t begin = 0x1000) {
+    alignas(16) static uint8_t buf[512];
+    std::memset(buf, 0, sizeof buf);
+    Emitter e{buf, 0};
+    const size_t cie = emit_cie(e);
+    const size_t fde = emit_fde(e, cie, begin, 0x100, insns);
+    const ByteRange range{reinterpret_cast<uintptr_t>(buf), reinterpret_cast<uintptr_t>(buf) + e.pos};
+    return parse_fde(buf + fde, range, PointerBases{}, out);
+}
+
+TEST(unwind_cfi_remember_restore_and_advances) {
+    Fde f;
+    // push rbp (+1); remember; epilogue pop rbp, CFA rsp+8 (+5: restore rbp); ret at +6;
+    // restore_state: body again with CFA rsp+16 and rbp saved.
+    const std::vector<uint8_t> insns = {
+        0x41, 0x0e, 16, 0x80 | kRbp, 2,  // @1: CFA rsp+16, rbp at CFA-16
+        0x0a,                            // remember_state
+        0x44, 0x0e, 8, 0xc0 | kRbp,      // @5: CFA rsp+8, restore rbp
+        0x41, 0x0b,                      // @6: restore_state
+        0x02, 0x10,                      // advance_loc1 16 -> @22
+        0x12, kRsp, 0x7c,                // def_cfa_sf rsp, -4 * -8 = 32
+        0x03, 0x00, 0x01,                // advance_loc2 256 -> @278, past the FDE
+        0x0e, 99,
+    };
+    CHECK(fde_with(insns, &f) == CfiResult::kOk);
+    CfiRow row;
+    CHECK(run_cfi(f, 0x1003, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.offset, 16);
+    CHECK(row.regs[kRbp].kind == RuleKind::kOffset);
+    CHECK(run_cfi(f, 0x1005, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.offset, 8);
+    CHECK(row.regs[kRbp].kind == RuleKind::kSameValue);  // restored to the CIE's rule
+    CHECK(run_cfi(f, 0x1006, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.offset, 16);
+    CHECK(row.regs[kRbp].kind == RuleKind::kOffset);
+    CHECK(run_cfi(f, 0x1016, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.offset, 32);
+    CHECK(run_cfi(f, 0x10ff, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.offset, 32);
+    CHECK(run_cfi(f, 0x1100, &row) == CfiResult::kNotFound);
+}
+
+TEST(unwind_cfi_rule_kinds) {
+    Fde f;
+    const std::vector<uint8_t> insns = {
+        0x05, kRbx, 3,         // offset_extended rbx, 3*-8
+        0x11, 12, 0x7e,        // offset_extended_sf r12, -2*-8 = +16
+        0x09, 13, 14,          // register r13 in r14
+        0x07, 15,              // undefined r15
+        0x14, 14, 2,           // val_offset r14, 2*-8
+        0x10, 3, 2, 0x70, 0,   // expression rbx (block of 2): replaces the offset rule
+        0x2e, 24,              // GNU_args_size 24
+        0x05, 80, 1,           // a column beyond kCfiRegs: dropped, not an error
+        0x00,                  // nop
+    };
+    CHECK(fde_with(insns, &f) == CfiResult::kOk);
+    CfiRow row;
+    CHECK(run_cfi(f, 0x1000, &row) == CfiResult::kOk);
+    CHECK(row.regs[kRbx].kind == RuleKind::kExpression);
+    CHECK(row.regs[12].kind == RuleKind::kOffset);
+    CHECK_EQ(row.regs[12].offset, 16);
+    CHECK(row.regs[13].kind == RuleKind::kRegister);
+    CHECK_EQ(row.regs[13].reg, 14);
+    CHECK(row.regs[15].kind == RuleKind::kUndefined);
+    CHECK(row.regs[14].kind == RuleKind::kValOffset);
+    CHECK_EQ(row.regs[14].offset, -16);
+    CHECK_EQ(row.args_size, uint64_t{24});
+}
+
+TEST(unwind_cfi_malformed_programs_fail) {
+    Fde f;
+    CfiRow row;
+    CHECK(fde_with({0x0b}, &f) == CfiResult::kOk);  // restore_state with nothing remembered
+    CHECK(run_cfi(f, 0x1000, &row) == CfiResult::kMalformed);
+    std::vector<uint8_t> deep(kCfiStateStack + 1, 0x0a);  // one remember_state too many
+    CHECK(fde_with(deep, &f) == CfiResult::kOk);
+    CHECK(run_cfi(f, 0x1000, &row) == CfiResult::kUnsupported);
+    CHECK(fde_with({0x3e}, &f) == CfiResult::kOk);  // unknown opcode
+    CHECK(run_cfi(f, 0x1000, &row) == CfiResult::kUnsupported);
+    std::vector<uint8_t> long_leb(12, 0x80);  // a uleb operand longer than 10 bytes
+    long_leb[0] = 0x0e;
+    CHECK(fde_with(long_leb, &f) == CfiResult::kOk);
+    CHECK(run_cfi(f, 0x1000, &row) == CfiResult::kOutOfRange);
+    // A record whose length runs past the range.
+    alignas(8) uint8_t rec[16] = {0xf0, 0, 0, 0};
+    const ByteRange range{reinterpret_cast<uintptr_t>(rec), reinterpret_cast<uintptr_t>(rec) + sizeof rec};
+    CHECK(parse_fde(rec, range, PointerBases{}, &f) == CfiResult::kOutOfRange);
+    // A CIE pointer that leaves the range.
+    uint32_t bad[4] = {12, 0x1000, 0, 0};
+    const ByteRange r2{reinterpret_cast<uintptr_t>(bad), reinterpret_cast<uintptr_t>(bad) + sizeof bad};
+    CHECK(parse_fde(reinterpret_cast<uint8_t*>(bad), r2, PointerBases{}, &f) == CfiResult::kOutOfRange);
+}
+
+TEST(unwind_cfi_plt_expression) {
+    // The x86_64 lazy-PLT rule: CFA = rsp + 8 + ((rip & 15) >= 11) * 8.
+    const uint8_t expr[] = {0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22};
+    uint64_t regs[kCfiRegs] = {};
+    regs[kRsp] = 1000;
+    regs[kRa] = 0x4010 + 12;
+    const uint64_t valid = (uint64_t{1} << kRsp) | (uint64_t{1} << kRa);
+    uint64_t cfa = 0;
+    CHECK(eval_cfa_expression(expr, sizeof expr, regs, valid, &cfa) == CfiResult::kOk);
+    CHECK_EQ(cfa, uint64_t{1016});
+    regs[kRa] = 0x4010 + 6;
+    CHECK(eval_cfa_expression(expr, sizeof expr, regs, valid, &cfa) == CfiResult::kOk);
+    CHECK_EQ(cfa, uint64_t{1008});
+    // An unknown register, a memory read and a stack underflow are refused.
+    CHECK(eval_cfa_expression(expr, sizeof expr, regs, uint64_t{1} << kRsp, &cfa) == CfiResult::kUnsupported);
+    const uint8_t deref[] = {0x77, 0, 0x06};
+    CHECK(eval_cfa_expression(deref, sizeof deref, regs, valid, &cfa) == CfiResult::kUnsupported);
+    const uint8_t under[] = {0x22};
+    CHECK(eval_cfa_expression(under, sizeof under, regs, valid, &cfa) == CfiResult::kMalformed);
+}
+
+namespace {
+
+// The fake stack of the fake module's chain f1 <- f2 <- f3 <- f4 (no FDE) <- f4 (no FDE).
+struct FakeStack {
+    alignas(16) uint64_t s[64] = {};
+    RegisterContext regs;
+    uintptr_t lo() const { return reinterpret_cast<uintptr_t>(&s[0]); }
+    uintptr_t hi() const { return reinterpret_cast<uintptr_t>(&s[64]); }
+    uint64_t at(int i) const { return reinterpret_cast<uintptr_t>(&s[i]); }
+};
+
+void build_fake_stack(const FakeModule& fm, FakeStack* fs) {
+    const uint64_t t = fm.text;
+    fs->regs.pc = t + 5;         // in f1 after push rbp
+    fs->regs.sp = fs->at(4);
+    fs->regs.fp = 0xdead;        // f1 uses rbp as a general register: garbage
+    fs->regs.callee_saved[0] = 0xbbbb;
+    fs->s[4] = fs->at(20);       // f1 saved rbp: f3's frame pointer
+    fs->s[5] = t + 0x51;         // into f2; f1's CFA = &s[6]
+    fs->s[8] = 0x1234;           // f2 saved rbx
+    fs->s[9] = t + 0x91;         // into f3; f2's CFA = &s[10]
+    fs->s[20] = fs->at(30);      // f3 saved rbp (f4's frame record)
+    fs->s[21] = t + 0xc1;        // into f4; f3's CFA = rbp + 16 = &s[22]
+    fs->s[30] = fs->at(40);      // f4's frame record: next record, return address
+    fs->s[31] = t + 0xd1;
+    fs->s[40] = 0;               // last record: return address 0 ends the stack
+    fs->s[41] = 0;
+}
+
+}  // namespace
+
+TEST(unwind_native_fake_stack_cfi_then_fp) {
+    FakeModule fm;
+    build_fake_module(&fm);
+    FakeStack fs;
+    build_fake_stack(fm, &fs);
+    uint64_t pcs[16] = {};
+    UnwindStatus st;
+    const uint32_t n = unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st);
+    CHECK_EQ(n, 5u);
+    CHECK_EQ(st.depth, 5u);
+    CHECK_EQ(pcs[0], fm.text + 5);
+    CHECK_EQ(pcs[1], fm.text + 0x51);
+    CHECK_EQ(pcs[2], fm.text + 0x91);
+    CHECK_EQ(pcs[3], fm.text + 0xc1);
+    CHECK_EQ(pcs[4], fm.text + 0xd1);
+    CHECK_EQ(st.cfi_steps, 3);
+    CHECK_EQ(st.fp_steps, 2);
+    CHECK(st.stop == UnwindStop::kBottom);
+    CHECK(!st.truncated);
+}
+
+TEST(unwind_native_stack_bounds_stop_reads) {
+    FakeModule fm;
+    build_fake_module(&fm);
+    FakeStack fs;
+    build_fake_stack(fm, &fs);
+    uint64_t pcs[16] = {};
+    UnwindStatus st;
+    // f2's return-address slot s[9] is outside [lo, &s[9]): the step fails, nothing is read.
+    uint32_t n = unwind_native(&fm.snap, fs.regs, fs.lo(), fs.at(9), pcs, 16, &st);
+    CHECK_EQ(n, 2u);
+    CHECK(st.stop == UnwindStop::kStackBounds);
+    // f3's return address slot s[21] excluded (the CFA &s[22] is too).
+    n = unwind_native(&fm.snap, fs.regs, fs.lo(), fs.at(21), pcs, 16, &st);
+    CHECK_EQ(n, 3u);
+    CHECK(st.stop == UnwindStop::kStackBounds);
+    // A lower bound above the saved slots.
+    n = unwind_native(&fm.snap, fs.regs, fs.at(5), fs.hi(), pcs, 16, &st);
+    CHECK_EQ(n, 1u);
+    CHECK(st.stop == UnwindStop::kStackBounds);
+}
+
+TEST(unwind_native_stop_reasons) {
+    FakeModule fm;
+    build_fake_module(&fm);
+    uint64_t pcs[16] = {};
+    UnwindStatus st;
+    {
+        FakeStack fs;
+        build_fake_stack(fm, &fs);
+        fs.s[21] = 0x10;  // f3 returns into no module
+        CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 3u);
+        CHECK(st.stop == UnwindStop::kOutsideModules);
+    }
+    {
+        FakeStack fs;
+        build_fake_stack(fm, &fs);
+        fs.s[30] = fs.at(24);  // f4's saved frame pointer goes down the stack
+        CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 5u);
+        CHECK(st.stop == UnwindStop::kNoCfi);
+        CHECK_EQ(st.fp_steps, 1);
+    }
+    {
+        FakeStack fs;
+        build_fake_stack(fm, &fs);
+        CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 2, &st), 2u);
+        CHECK(st.truncated);
+        CHECK(st.stop == UnwindStop::kDepthCap);
+        CHECK_EQ(pcs[1], fm.text + 0x51);
+    }
+    {
+        FakeStack fs;
+        build_fake_stack(fm, &fs);
+        CHECK_EQ(unwind_native(nullptr, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 1u);
+        CHECK(st.stop == UnwindStop::kNoSnapshot);
+        CHECK_EQ(pcs[0], fm.text + 5);
+    }
+    {
+        // A pc without FDE and a frame pointer below the stack pointer: nothing to follow.
+        FakeStack fs;
+        build_fake_stack(fm, &fs);
+        fs.regs.pc = fm.text + 0xc4;
+        fs.regs.fp = fs.at(2);
+        CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 1u);
+        CHECK(st.stop == UnwindStop::kNoCfi);
+    }
+    CHECK(std::strcmp(unwind_stop_name(UnwindStop::kStackBounds), "stack_bounds") == 0);
+}
+
+TEST(unwind_snapshot_find) {
+    UnwindSnapshot s;
+    s.modules.resize(2);
+    s.ranges = {ExecRange{0x1000, 0x2000, 0}, ExecRange{0x3000, 0x3800, 1}};
+    CHECK(s.find(0xfff) == nullptr);
+    CHECK(s.find(0x1000) == &s.modules[0]);
+    CHECK(s.find(0x1fff) == &s.modules[0]);
+    CHECK(s.find(0x2000) == nullptr);
+    CHECK(s.find(0x37ff) == &s.modules[1]);
+    CHECK(s.find(0x3800) == nullptr);
+    UnwindSnapshot empty;
+    CHECK(empty.find(0x1000) == nullptr);
+}

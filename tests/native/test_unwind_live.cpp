@@ -1,0 +1,344 @@
+// test_unwind_live.cpp: the real path. A signal raised from the bottom of a chain of functions
+// compiled WITHOUT frame pointers (and one of them zeroing rbp, so a frame-pointer walk cannot
+// work) is unwound from the handler's ucontext with the process's UnwindTables; the pcs must
+// fall in the callers, in order, through libc (pthread_kill / raise, and qsort). Also the
+// symbolizer (a static C++ function only in .symtab, a libc export) and the eval-loop ranges
+// of a libpython loaded with dlopen (skipped when none is installed).
+//
+// Every function of this file is compiled without frame pointers, even in the sanitizer build
+// (which passes -fno-omit-frame-pointer).
+#pragma GCC optimize("omit-frame-pointer")
+
+#include <dlfcn.h>
+#include <glob.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "harness.h"
+#include "unwind/eval_ranges.h"
+#include "unwind/symbolizer.h"
+#include "unwind/ucontext_regs.h"
+#include "unwind/unwind_tables.h"
+#include "unwind/unwinder.h"
+
+using namespace spprof;
+
+namespace {
+
+constexpr uint32_t kMaxPcs = 128;
+
+// What the handler fills; read by the test after raise() returns. Plain globals: the handler
+// runs synchronously on this thread inside pthread_kill.
+UnwindTables* g_tables = nullptr;
+uintptr_t g_lo = 0, g_hi = 0;
+uint64_t g_pcs[kMaxPcs];
+UnwindStatus g_status;
+uint32_t g_depth = 0;
+bool g_regs_ok = false;
+
+void on_signal(int, siginfo_t*, void* uc) {
+    RegisterContext regs;
+    g_regs_ok = register_context_from_ucontext(uc, &regs);
+    g_depth = unwind_native(g_tables->current(), regs, g_lo, g_hi, g_pcs, kMaxPcs, &g_status);
+}
+
+struct ScopedHandler {
+    struct sigaction old {};
+    ScopedHandler() {
+        struct sigaction sa {};
+        sa.sa_sigaction = &on_signal;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR2, &sa, &old);
+    }
+    ~ScopedHandler() { sigaction(SIGUSR2, &old, nullptr); }
+};
+
+void capture_here() { pthread_kill(pthread_self(), SIGUSR2); }
+
+}  // namespace
+
+// The chain: extern "C" so the symbol names are plain; not static, but the test binary exports
+// no dynamic symbols, so only .symtab names them (the symbolizer's ELF path).
+extern "C" {
+__attribute__((noinline)) int spprof_chain_c(int x) {
+    capture_here();
+    asm volatile("" ::: "memory");
+    return x + 1;
+}
+
+__attribute__((noinline)) int spprof_chain_b(int x) {
+#if defined(__x86_64__)
+    // rbp is callee-saved: the compiler saves it (and says so in the CFI); inside, it is 0,
+    // so the frames below cannot be walked with frame pointers, only with CFI.
+    asm volatile("xor %%ebp, %%ebp" ::: "rbp");
+#endif
+    int r = spprof_chain_c(x * 3);
+    asm volatile("" : "+r"(r));
+    return r + 2;
+}
+
+__attribute__((noinline)) int spprof_chain_a(int x) {
+    int r = spprof_chain_b(x + 5);
+    asm volatile("" : "+r"(r));
+    return r * 2;
+}
+
+std::atomic<int> g_compare_captures{0};
+
+__attribute__((noinline)) int spprof_compare(const void* a, const void* b) {
+    if (g_compare_captures.fetch_add(1) == 0) capture_here();
+    const int x = *static_cast<const int*>(a), y = *static_cast<const int*>(b);
+    return (x > y) - (x < y);
+}
+
+__attribute__((noinline)) int spprof_qsort_caller(int* v, int n) {
+    qsort(v, static_cast<size_t>(n), sizeof(int), &spprof_compare);
+    int r = v[0];
+    asm volatile("" : "+r"(r));
+    return r;
+}
+}
+
+namespace spprof_cpp_test {
+// A static C++ function: named only by .symtab, mangled there.
+__attribute__((noinline)) static int demangle_me(int a, double b) {
+    int r = a + static_cast<int>(b);
+    asm volatile("" : "+r"(r));
+    return r;
+}
+int (*const g_demangle_me)(int, double) = &demangle_me;
+}  // namespace spprof_cpp_test
+
+namespace {
+
+// Index of the first pc at or after `from` whose function (looked up at pc - 1 for return
+// addresses) is `name`, or -1.
+int find_frame(Symbolizer& sym, uint32_t from, const char* name) {
+    for (uint32_t i = from; i < g_depth; ++i) {
+        NativeSymbol s;
+        sym.symbolize(i == 0 ? g_pcs[i] : g_pcs[i] - 1, &s);
+        // Exact, or a C++ function whose demangled name continues with its parameters.
+        const size_t n = std::strlen(name);
+        if (s.function.compare(0, n, name) == 0 && (s.function.size() == n || s.function[n] == '('))
+            return static_cast<int>(i);
+    }
+    return -1;
+}
+
+void dump_frames(Symbolizer& sym) {
+    for (uint32_t i = 0; i < g_depth; ++i) {
+        NativeSymbol s;
+        sym.symbolize(i == 0 ? g_pcs[i] : g_pcs[i] - 1, &s);
+        std::fprintf(stderr, "    #%u %#llx %s (%s+%#llx)\n", i, static_cast<unsigned long long>(g_pcs[i]),
+                     s.function.c_str(), s.library.c_str(), static_cast<unsigned long long>(s.offset));
+    }
+    std::fprintf(stderr, "    stop=%s cfi=%u fp=%u\n", unwind_stop_name(g_status.stop), g_status.cfi_steps,
+                 g_status.fp_steps);
+}
+
+}  // namespace
+
+TEST(unwind_live_stack_bounds) {
+    uintptr_t lo = 0, hi = 0;
+    CHECK(current_thread_stack_bounds(&lo, &hi));
+    int local = 0;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(&local);
+    // ASan may move locals to a fake stack; the frame address is on the real one.
+    const uintptr_t f = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    CHECK((a >= lo && a < hi) || (f >= lo && f < hi));
+    CHECK(hi - lo >= 64 * 1024);
+}
+
+TEST(unwind_live_chain_without_frame_pointers) {
+    UnwindTables tables;
+    CHECK(tables.refresh().ok());
+    CHECK(tables.current() != nullptr);
+    CHECK(tables.current()->modules.size() >= 2);  // the test binary and libc at least
+    g_tables = &tables;
+    CHECK(current_thread_stack_bounds(&g_lo, &g_hi));
+    g_depth = 0;
+    {
+        ScopedHandler h;
+        CHECK_EQ(spprof_chain_a(1), ((1 + 5) * 3 + 1 + 2) * 2);
+    }
+    CHECK(g_regs_ok);
+    Symbolizer sym;
+    const int c = find_frame(sym, 0, "spprof_chain_c");
+    const int b = find_frame(sym, 0, "spprof_chain_b");
+    const int a = find_frame(sym, 0, "spprof_chain_a");
+    const int t = find_frame(sym, 0, "test_unwind_live_chain_without_frame_pointers");
+    const int m = find_frame(sym, 0, "main");
+    CHECK(c > 0);  // pcs[0] is in libc (pthread_kill); capture_here may be inlined
+    CHECK_EQ(b, c + 1);
+    CHECK_EQ(a, b + 1);
+    CHECK(t > a);
+    CHECK(m > t);
+    CHECK(g_status.stop == UnwindStop::kBottom);  // through main and libc's start code to _start
+    CHECK_EQ(g_status.fp_steps, 0);
+    CHECK(g_status.cfi_steps >= 5);
+    NativeSymbol s0;
+    sym.symbolize(g_pcs[0], &s0);
+    CHECK(s0.library.find("libc") != std::string::npos);
+    if (c <= 0 || b != c + 1 || a != b + 1 || g_status.stop != UnwindStop::kBottom) dump_frames(sym);
+    g_tables = nullptr;
+}
+
+TEST(unwind_live_through_qsort) {
+    UnwindTables tables;
+    CHECK(tables.refresh().ok());
+    g_tables = &tables;
+    CHECK(current_thread_stack_bounds(&g_lo, &g_hi));
+    g_depth = 0;
+    g_compare_captures = 0;
+    int v[64];
+    for (int i = 0; i < 64; ++i) v[i] = (i * 37) % 64;
+    {
+        ScopedHandler h;
+        CHECK_EQ(spprof_qsort_caller(v, 64), 0);
+    }
+    Symbolizer sym;
+    const int cmp = find_frame(sym, 0, "spprof_compare");
+    const int caller = find_frame(sym, 0, "spprof_qsort_caller");
+    CHECK(cmp > 0);
+    CHECK(caller > cmp + 1);  // libc's qsort frames in between
+    // Every frame between the comparator and its caller is libc's (in the sanitizer build,
+    // libasan's qsort interceptor, which sorts by itself: libc is then not on the stack).
+    bool libc_seen = false;
+    for (int i = cmp + 1; i < caller && cmp > 0; ++i) {
+        NativeSymbol s;
+        sym.symbolize(g_pcs[i] - 1, &s);
+        const bool in_libc = s.library.find("libc.so") != std::string::npos;
+        libc_seen = libc_seen || in_libc;
+        CHECK(in_libc || s.library.find("libasan") != std::string::npos);
+    }
+#if !defined(__SANITIZE_ADDRESS__)
+    CHECK(libc_seen);
+#endif
+    CHECK(g_status.stop == UnwindStop::kBottom);
+    if (cmp <= 0 || caller <= cmp + 1) dump_frames(sym);
+    g_tables = nullptr;
+}
+
+TEST(unwind_live_refresh_is_cheap_and_sees_dlopen) {
+    UnwindTables tables;
+    CHECK(tables.refresh().ok());
+    const UnwindSnapshot* first = tables.current();
+    const uint32_t gen = tables.generation();
+    CHECK(tables.refresh().ok());
+    CHECK(tables.current() == first);  // nothing loaded: same snapshot
+    CHECK_EQ(tables.generation(), gen);
+    void* h = dlopen("libresolv.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+        std::fprintf(stderr, "  (libresolv.so.2 not loadable: dlopen part skipped)\n");
+        return;
+    }
+    void* fn = dlsym(h, "__b64_ntop");  // only in libresolv (res_query moved to libc in 2.34)
+    CHECK(tables.refresh().ok());
+    CHECK(tables.current() != first);
+    CHECK_EQ(tables.generation(), gen + 1);
+    if (fn != nullptr) {
+        const UnwindModule* mod = tables.current()->find(reinterpret_cast<uintptr_t>(fn));
+        CHECK(mod != nullptr);
+        CHECK(mod != nullptr && mod->eh.table != nullptr);
+        Fde f;
+        CHECK(mod != nullptr &&
+              find_fde(mod->eh, mod->cfi_range, reinterpret_cast<uintptr_t>(fn), &f) == CfiResult::kOk);
+        CHECK(first->find(reinterpret_cast<uintptr_t>(fn)) == nullptr);  // the old snapshot is intact
+    }
+    CHECK_EQ(tables.modules_dropped(), uint64_t{0});
+    // The library stays loaded: the retired snapshot must not describe unmapped memory while
+    // `tables` lives (docs/native-unwinding.md, "Unloading").
+}
+
+TEST(unwind_symbolizer_names) {
+    Symbolizer sym;
+    NativeSymbol s;
+    const uint64_t fn = reinterpret_cast<uintptr_t>(spprof_cpp_test::g_demangle_me);
+    CHECK(sym.symbolize(fn + 1, &s));
+    CHECK(s.function == "spprof_cpp_test::demangle_me(int, double)");
+    CHECK_EQ(s.offset, uint64_t{1});
+    CHECK(!s.library.empty());
+    // A libc export, through dladdr. Asked of libc itself: under ASan the default lookup
+    // finds libasan's interceptor.
+    void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(libc != nullptr);
+    void* q = libc ? dlsym(libc, "qsort") : nullptr;
+    CHECK(q != nullptr);
+    CHECK(sym.symbolize(reinterpret_cast<uintptr_t>(q) + 2, &s));
+    CHECK(s.function == "qsort");
+    CHECK(s.library.find("libc.so") != std::string::npos);
+    CHECK_EQ(s.offset, uint64_t{2});
+    // Cached: same answer.
+    NativeSymbol again;
+    CHECK(sym.symbolize(reinterpret_cast<uintptr_t>(q) + 2, &again));
+    CHECK(again.function == s.function);
+    if (libc != nullptr) dlclose(libc);  // drops only the NOLOAD reference
+    // No module.
+    CHECK(!sym.symbolize(0x10, &s));
+    CHECK(s.library.empty());
+    CHECK_EQ(s.offset, uint64_t{0x10});
+    CHECK(demangle_symbol("_ZN3foo3barEv") == "foo::bar()");
+    CHECK(demangle_symbol("plain") == "plain");
+    CHECK(demangle_symbol("_Zbroken") == "_Zbroken");
+    // find_function_ranges over the test binary's own function.
+    EvalRanges r;
+    CHECK(find_function_ranges(sym, reinterpret_cast<void*>(&spprof_chain_b), "spprof_chain_b", &r).ok());
+    CHECK_EQ(r.count, 1u);
+    CHECK(is_eval_frame(r, reinterpret_cast<uintptr_t>(&spprof_chain_b)));
+    CHECK(!is_eval_frame(r, r.hi[0]));
+    CHECK(!is_eval_frame(r, reinterpret_cast<uintptr_t>(&spprof_chain_a)) ||
+          reinterpret_cast<uintptr_t>(&spprof_chain_a) == reinterpret_cast<uintptr_t>(&spprof_chain_b));
+}
+
+// The eval loop of a real libpython: 3.11 and 3.12 release builds have a .cold part.
+TEST(unwind_eval_ranges_libpython) {
+    std::string path;
+    if (const char* env = std::getenv("SPPROF_TEST_LIBPYTHON")) path = env;
+    if (path.empty()) {
+        const char* home = std::getenv("HOME");
+        const std::string pattern =
+            std::string(home ? home : "/root") + "/.pyenv/versions/3.1[12].*/lib/libpython3.1[12].so.1.0";
+        glob_t g;
+        if (glob(pattern.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0) path = g.gl_pathv[0];
+        globfree(&g);
+    }
+    void* h = path.empty() ? nullptr : dlopen(path.c_str(), RTLD_LAZY | RTLD_GLOBAL);
+    if (h == nullptr) {
+        std::fprintf(stderr, "  (no libpython3.11/3.12 to dlopen: skipped; set SPPROF_TEST_LIBPYTHON)\n");
+        return;
+    }
+    Symbolizer sym;
+    EvalRanges r;
+    const Error err = find_eval_ranges(sym, &r);
+    CHECK(err.ok());
+    CHECK(r.count >= 2);  // the function and its .cold part
+    void* main_part = dlsym(h, "_PyEval_EvalFrameDefault");
+    CHECK(is_eval_frame(r, reinterpret_cast<uintptr_t>(main_part)));
+    bool main_found = false, cold_found = false;
+    for (uint32_t i = 0; i < r.count; ++i) {
+        NativeSymbol s;
+        CHECK(sym.symbolize(r.lo[i], &s));
+        main_found = main_found || s.function == "_PyEval_EvalFrameDefault";
+        cold_found = cold_found || s.function.rfind("_PyEval_EvalFrameDefault.cold", 0) == 0 ||
+                     r.lo[i] != reinterpret_cast<uintptr_t>(main_part);
+        CHECK(r.hi[i] > r.lo[i]);
+        CHECK(!is_eval_frame(r, r.lo[i] - 1) || r.count > 1);
+    }
+    CHECK(main_found);
+    CHECK(cold_found);
+    // The tables unwind it: an FDE covers the eval loop.
+    UnwindTables tables;
+    CHECK(tables.refresh().ok());
+    const UnwindModule* mod = tables.current()->find(reinterpret_cast<uintptr_t>(main_part));
+    CHECK(mod != nullptr);
+    Fde f;
+    CHECK(mod != nullptr &&
+          find_fde(mod->eh, mod->cfi_range, reinterpret_cast<uintptr_t>(main_part) + 64, &f) == CfiResult::kOk);
+    // libpython stays loaded for the rest of the run (dlclose of libpython is not supported).
+}
