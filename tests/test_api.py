@@ -51,9 +51,7 @@ def test_unknown_mode_and_format_and_timer_are_value_errors():
         spprof.start(memory_limit_mb=0)
 
 
-def test_wall_mode_and_native_frames_are_not_implemented_yet():
-    with pytest.raises(NotImplementedError, match="wall"):
-        spprof.start(mode="wall")
+def test_native_frames_are_not_implemented_yet():
     with pytest.raises(NotImplementedError, match="native"):
         spprof.start(native=True)
     assert not spprof.is_active()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 # SampleRow in stack_store.h: timestamp_ns, weight_ns, stack id, serial | flags << 24.
@@ -68,6 +68,8 @@ class ThreadInfo:
     samples: int
     weight_ns: int  # sampled time attributed to the thread
     ended: bool  # ended before the profile was stopped
+    gil_fraction: Optional[float] = None  # share of sampled time holding the GIL (None: unknown)
+    idle_fraction: float = 0.0  # share of sampled time blocked (wall mode)
 
 
 @dataclass(frozen=True)
@@ -179,28 +181,32 @@ class Profile:
     @property
     def threads(self) -> list[ThreadInfo]:
         """Threads by logical identity (ident, native id), in order of first appearance."""
-        counts: dict[int, list[int]] = {}
-        for _, weight, _, serial, _ in self.iter_rows():
-            c = counts.setdefault(serial, [0, 0])
+        counts: dict[int, list[int]] = {}  # samples, weight, GIL weight, GIL-known, idle
+        for _, weight, _, serial, flags in self.iter_rows():
+            c = counts.setdefault(serial, [0, 0, 0, 0, 0])
             c[0] += 1
             c[1] += weight
+            if flags & FLAG_GIL_KNOWN:
+                c[3] += weight
+                if flags & FLAG_HAS_GIL:
+                    c[2] += weight
+            if flags & FLAG_IDLE:
+                c[4] += weight
         merged: dict[tuple[int, int], dict[str, Any]] = {}
         for t in self.thread_table:
             key = (t["ident"], t["native_id"])
-            c = counts.get(t["serial"], [0, 0])
+            c = counts.get(t["serial"], [0, 0, 0, 0, 0])
             m = merged.get(key)
             if m is None:
                 merged[key] = {
                     "name": t["name"],
                     "cpu_ns": t["cpu_ns"],
-                    "samples": c[0],
-                    "weight_ns": c[1],
+                    "c": list(c),
                     "ended": t["ended_ns"] != 0,
                 }
             else:  # one OS thread whose Python thread state was recreated (C callbacks)
                 m["cpu_ns"] = max(m["cpu_ns"], t["cpu_ns"])
-                m["samples"] += c[0]
-                m["weight_ns"] += c[1]
+                m["c"] = [x + y for x, y in zip(m["c"], c)]
                 m["ended"] = t["ended_ns"] != 0
         return [
             ThreadInfo(
@@ -208,9 +214,11 @@ class Profile:
                 native_thread_id=k[1],
                 name=v["name"],
                 cpu_ns=v["cpu_ns"],
-                samples=v["samples"],
-                weight_ns=v["weight_ns"],
+                samples=v["c"][0],
+                weight_ns=v["c"][1],
                 ended=v["ended"],
+                gil_fraction=v["c"][2] / v["c"][3] if v["c"][3] else None,
+                idle_fraction=v["c"][4] / v["c"][1] if v["c"][1] else 0.0,
             )
             for k, v in merged.items()
         ]
@@ -280,6 +288,26 @@ class Profile:
             )
         result.sort(key=lambda s: (s.self_ns, s.total_ns), reverse=True)
         return result
+
+    def filter(self, *, idle: bool = True, gil_only: bool = False) -> Profile:
+        """A copy keeping only some samples: idle=False drops samples of blocked threads
+        (wall mode), gil_only=True keeps only samples whose thread held the GIL."""
+        kept = bytearray()
+        dropped = 0
+        for row in _ROW.iter_unpack(self.rows):
+            flags = row[3] >> 24
+            if (not idle and flags & FLAG_IDLE) or (
+                gil_only and not (flags & FLAG_GIL_KNOWN and flags & FLAG_HAS_GIL)
+            ):
+                dropped += 1
+                continue
+            kept += _ROW.pack(*row)
+        return replace(
+            self,
+            rows=bytes(kept),
+            _samples=None,
+            metadata={**self.metadata, "filtered_out": dropped},
+        )
 
     def drop_root_frames(self, is_runner: Callable[[Frame], bool]) -> None:
         """Remove the leading (root-side) frames for which `is_runner` holds from every stack.

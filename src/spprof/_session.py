@@ -78,8 +78,6 @@ def _make_config(
     interval = _check_interval(interval_ms)
     if mode not in MODES:
         raise ValueError(f"mode must be 'cpu' or 'wall', got {mode!r}")
-    if mode == "wall":
-        raise NotImplementedError("mode='wall' (wall-clock sampling) is not implemented yet")
     if native:
         raise NotImplementedError("native=True (native C frames) is not implemented yet")
     if timer not in TIMERS:
@@ -134,7 +132,8 @@ def start(
 ) -> None:
     """Start sampling every Python thread of this process.
 
-    interval_ms: sampling interval, 1-1000 ms (of CPU time per thread in "cpu" mode).
+    interval_ms: sampling interval, 1-1000 ms (of CPU time per thread in "cpu" mode, of
+    elapsed time in "wall" mode, where blocked threads are sampled too, flagged idle).
     memory_limit_mb: cap on the memory the profile may use; samples beyond it are dropped
     and counted in Profile.dropped_count. output_path: where stop() (or interpreter exit)
     writes the profile, in `format` (default: from the file name, else speedscope).
@@ -151,6 +150,7 @@ def start(
                 int(cfg.interval_ms * 1_000_000),
                 timer=cfg.timer,
                 memory_limit_bytes=int(cfg.memory_limit_mb * 1024 * 1024),
+                mode=cfg.mode,
             )
         except BaseException:
             _remove_thread_hook()

@@ -30,7 +30,7 @@ from .tools import SUBCOMMANDS
 SUBCOMMAND_DISPATCH: dict[str, Any] = {}  # filled below, once record() exists
 
 USAGE = (
-    "spprof [-o FILE] [-f FORMAT] [-i MS] [--mode {cpu,wall}] [--native] [-q]\n"
+    "spprof [-o FILE] [-f FORMAT] [-i MS] [--mode {cpu,wall}] [--idle] [--gil] [--native] [-q]\n"
     "              (script.py [args] | -m module [args] | -c code [args])\n"
     "       spprof record [options] (script.py | -m module | -c code) [args]\n"
     "       spprof convert IN -f FORMAT [-o OUT]\n"
@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="cpu", help="cpu (default) or wall")
     p.add_argument("--native", action="store_true", help="include native C frames")
     p.add_argument("--timer", default="auto", help="auto, thread or itimer")
+    p.add_argument("--idle", action="store_true", help="wall mode: keep samples of blocked threads")
+    p.add_argument("--gil", action="store_true", help="keep only samples holding the GIL")
     p.add_argument("--top", type=int, default=10, help="functions in the summary (default 10)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     return p
@@ -244,6 +246,9 @@ def record(argv: list[str]) -> int:
     if profile is None:
         return exit_code
     profile.drop_root_frames(_is_runner_frame)
+    if (opts.mode == "wall" and not opts.idle) or opts.gil:
+        # py-spy's convention: idle samples only on request, --gil keeps GIL holders only.
+        profile = profile.filter(idle=opts.idle or opts.mode != "wall", gil_only=opts.gil)
     try:
         written = write(profile, out, fmt)
     except OSError as exc:

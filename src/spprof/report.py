@@ -41,14 +41,18 @@ def summary(profile: Profile, top: int = 10, output: str = "", fmt: str = "") ->
         lines.append(f"  note: {unknown} frames could not be resolved and show as <unknown>")
 
     lines.append("")
-    lines.append(f"  {'THREAD':<28} {'TID':>8} {'SAMPLES':>8} {'CPU TIME':>9} {'CPU%':>6}")
+    lines.append(
+        f"  {'THREAD':<22} {'TID':>7} {'SAMPLES':>7} {'CPU TIME':>8} {'CPU%':>6} "
+        f"{'GIL%':>6} {'IDLE%':>6}"
+    )
     duration = profile.duration_ns or 1
     for t in sorted(profile.threads, key=lambda t: t.weight_ns, reverse=True):
-        name = t.name if len(t.name) <= 28 else t.name[:25] + "..."
+        name = t.name if len(t.name) <= 22 else t.name[:19] + "..."
         cpu_pct = 100.0 * t.cpu_ns / duration
+        gil = "-" if t.gil_fraction is None else f"{100.0 * t.gil_fraction:.1f}%"
         lines.append(
-            f"  {name:<28} {t.native_thread_id:>8} {t.samples:>8} "
-            f"{_seconds(t.cpu_ns):>9} {cpu_pct:>5.1f}%"
+            f"  {name:<22} {t.native_thread_id:>7} {t.samples:>7} "
+            f"{_seconds(t.cpu_ns):>8} {cpu_pct:>5.1f}% {gil:>6} {100.0 * t.idle_fraction:>5.1f}%"
         )
 
     funcs = profile.aggregate()

@@ -94,7 +94,16 @@ PyObject* build_stats(const Session* s) {
              put(d, "code_objects", PyLong_FromSize_t(s->resolver().code_count())) &&
              put(d, "samples_stored", PyLong_FromSize_t(s->store().sample_count())) &&
              put(d, "memory_bytes", PyLong_FromSize_t(s->memory_bytes())) &&
-             put(d, "memory_limit_bytes", PyLong_FromSize_t(s->config().memory_limit_bytes));
+             put(d, "memory_limit_bytes", PyLong_FromSize_t(s->config().memory_limit_bytes)) &&
+             put(d, "mode", PyUnicode_FromString(s->config().wall_mode ? "wall" : "cpu"));
+    }
+    if (ok && s != nullptr && s->wall_sampler() != nullptr) {
+        const WallSampler* w = s->wall_sampler();
+        ok = put(d, "wall_ticks", PyLong_FromUnsignedLongLong(w->ticks())) &&
+             put(d, "wall_missed_ticks", PyLong_FromUnsignedLongLong(w->missed_ticks())) &&
+             put(d, "wall_signals_sent", PyLong_FromUnsignedLongLong(w->signals_sent())) &&
+             put(d, "wall_idle_records", PyLong_FromUnsignedLongLong(w->idle_records())) &&
+             put(d, "wall_idle_dropped", PyLong_FromUnsignedLongLong(w->idle_dropped()));
     }
     if (!ok) {
         Py_DECREF(d);
@@ -182,12 +191,13 @@ PyObject* export_profile(const Session* s, PyObject* stats) {
 
 PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     static const char* kwlist[] = {"interval_ns", "timer", "memory_limit_bytes", "ring_bytes",
-                                   "drain_interval_ms", nullptr};
+                                   "drain_interval_ms", "mode", nullptr};
     unsigned long long interval_ns = 0, memory_limit = 0, ring_bytes = 256u << 10;
     const char* timer = "auto";
+    const char* mode = "cpu";
     unsigned int drain_ms = 50;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKI", const_cast<char**>(kwlist), &interval_ns,
-                                     &timer, &memory_limit, &ring_bytes, &drain_ms))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKIs", const_cast<char**>(kwlist), &interval_ns,
+                                     &timer, &memory_limit, &ring_bytes, &drain_ms, &mode))
         return nullptr;
     ModuleState* st = state_of(module);
     if (st->session != nullptr) return raise(Error::runtime("profiler is already running"));
@@ -199,6 +209,8 @@ PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     else if (std::strcmp(timer, "thread") == 0) cfg.timer = TimerKind::kPerThread;
     else if (std::strcmp(timer, "itimer") == 0) cfg.timer = TimerKind::kProcess;
     else return raise(Error::value("timer must be 'auto', 'thread' or 'itimer'"));
+    if (std::strcmp(mode, "wall") == 0) cfg.wall_mode = true;
+    else if (std::strcmp(mode, "cpu") != 0) return raise(Error::value("mode must be 'cpu' or 'wall'"));
     if (memory_limit != 0) cfg.memory_limit_bytes = static_cast<size_t>(memory_limit);
     cfg.ring_bytes = static_cast<size_t>(ring_bytes);
     cfg.drain_interval_ms = drain_ms == 0 ? 1 : drain_ms;

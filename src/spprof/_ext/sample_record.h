@@ -30,6 +30,8 @@ enum SampleFlags : uint32_t {
     kSampleHasGil = 1u << 2,     // thread held the GIL when sampled
     kSampleIdle = 1u << 3,       // wall mode: the stack is the thread's last one, reused
     kSampleGilKnown = 1u << 4,   // kSampleHasGil is meaningful
+    kSampleStackOnly = 1u << 5,  // not a sample: the thread's current stack, recorded at
+                                 // registration so idle records have a stack to reuse
 };
 
 // Sentinel for RawSampleHeader.thread_serial: the record names its thread by native_tid only

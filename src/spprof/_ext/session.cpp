@@ -2,15 +2,19 @@
 #include "session.h"
 
 #include <chrono>
+#include <thread>
 #include <cstring>
 
 #include "log.h"
 #include "sample_record.h"
+#include "framewalker.h"
 #include "signal_handler.h"
 
 namespace spprof {
 
 namespace {
+
+constexpr uint32_t kNoStack = 0xFFFFFFFFu;  // last_stack_ entry of a thread with none yet
 
 uint64_t native_tid_of(PyThreadState* ts) {
 #if PY_VERSION_HEX >= 0x030B0000
@@ -95,9 +99,10 @@ Error Session::start() {
     platform_reset_stats();
     start_ns_ = platform_monotonic_ns();
     // Handler first, then the table the handler reads, then the timers that fire into it.
-    Error e = platform_timer_create(config_.interval_ns, config_.timer, &sampler_ring_);
+    const TimerKind kind = config_.wall_mode ? TimerKind::kWall : config_.timer;
+    Error e = platform_timer_create(config_.interval_ns, kind, &sampler_ring_);
     if (!e.ok()) return e;
-    capture_enable(&table_, true);
+    capture_enable(&table_);
     running_ = true;
     scan_threads();
     PlatformStats ps;
@@ -107,6 +112,15 @@ Error Session::start() {
         return Error::runtime("no thread could be sampled (per-thread timers refused and no fallback)");
     }
     timer_name_ = ps.timer;
+    if (config_.wall_mode && !platform_samples_all_threads()) {
+        wall_ = std::make_unique<WallSampler>(&table_, config_.interval_ns);
+        e = wall_->start();
+        if (!e.ok()) {
+            wall_.reset();
+            stop();
+            return e;
+        }
+    }
     start_drain_thread();
     log_debug("session started: interval %llu ns, timer %s, %zu threads",
               static_cast<unsigned long long>(config_.interval_ns), ps.timer, table_.size());
@@ -115,6 +129,7 @@ Error Session::start() {
 
 Error Session::stop() {
     if (!running_) return Error::runtime("session is not running");
+    if (wall_) wall_->stop();  // no more sample requests or idle records from here on
     stop_drain_thread();
     // Threads that ended since the last drain are retired now, so they are reported as
     // ended (with their names) rather than as running at stop.
@@ -171,6 +186,7 @@ ThreadCtx* Session::register_thread(PyThreadState* ts, unsigned long ident, uint
     rec.registered_ns = platform_monotonic_ns();
     platform_thread_cpu_ns_of(tid, ident, &rec.cpu_start_ns);
     rec.cpu_last_ns = rec.cpu_start_ns;
+    raw->last_cpu_ns_.store(rec.cpu_start_ns, std::memory_order_relaxed);
     rec.name = os_thread_name(tid);
     if (PyObject* active = threading_active()) {
         refresh_name(rec, active);
@@ -180,6 +196,13 @@ ThreadCtx* Session::register_thread(PyThreadState* ts, unsigned long ident, uint
     live_by_tstate_[ts] = serial;
     Error e = platform_thread_attach(raw);
     if (!e.ok()) ++counters_.attach_failures;
+    if (config_.wall_mode) {
+        if (ts == PyThreadState_Get()) {
+            raw->needs_first_sample_.store(true, std::memory_order_release);  // it is running
+        } else {
+            record_initial_stack(raw, ts);  // not running Python while we hold the GIL
+        }
+    }
     log_debug("thread registered: serial %u ident %lu tid %llu%s", serial, ident,
               static_cast<unsigned long long>(tid), e.ok() ? "" : " (not armed)");
     return raw;
@@ -236,6 +259,9 @@ void Session::retire(uint32_t serial) {
     // The thread deleted its own thread state before we saw it gone; from then on its
     // handler finds no tstate and never touches the ring, so draining and freeing it is safe.
     ctx->state_.store(ThreadState::kDetached, std::memory_order_release);
+    // Take the ring's turn for good: the wall sampler may be writing an idle record right
+    // now; once we hold busy_, nobody writes this ring again.
+    while (ctx->busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
     if (ctx->ring_) {
         drain_ring(ctx->ring_.get());
         ctx->ring_.reset();
@@ -289,27 +315,55 @@ void Session::drain_ring(RingBuffer* ring) {
             ring->pop();
             continue;
         }
-        if (config_.cpu_mode && ring == &sampler_ring_ && !(hdr->flags & kSampleOnCpu)) {
-            // A sampler that sees every thread (Mach) also sees blocked ones: CPU mode
-            // keeps only what ran.
-            ++counters_.off_cpu_skipped;
-            ring->pop();
-            continue;
+        uint32_t flags = hdr->flags;
+        if (ring == &sampler_ring_ && !(flags & kSampleOnCpu)) {
+            // A sampler that sees every thread (Mach) also sees blocked ones: CPU mode keeps
+            // only what ran, wall mode keeps them as idle.
+            if (!config_.wall_mode) {
+                ++counters_.off_cpu_skipped;
+                ring->pop();
+                continue;
+            }
+            flags |= kSampleIdle;
         }
+        if (last_stack_.size() <= serial) last_stack_.resize(serial + 1, kNoStack);
         if (over_limit_) {
             ++counters_.dropped_memory;
             ring->pop();
             continue;
         }
-        stack_buf_.clear();
-        if (hdr->flags & kSampleTruncated) stack_buf_.push_back(Resolver::kTruncatedFrame);
-        const uint32_t depth = hdr->depth <= kMaxPythonFrames ? hdr->depth : kMaxPythonFrames;
-        for (uint32_t i = depth; i-- > 0;) stack_buf_.push_back(resolver_.resolve(frames[i]));
-        const uint32_t stack = store_.intern(stack_buf_.data(), static_cast<uint32_t>(stack_buf_.size()));
-        store_.add_sample(SampleRow{hdr->timestamp_ns, hdr->weight_ns, stack,
-                                    (serial & kSerialMask) | ((hdr->flags & 0xFFu) << kSerialBits)});
+        uint32_t stack;
+        if ((flags & kSampleIdle) && hdr->depth == 0 && last_stack_[serial] != kNoStack) {
+            stack = last_stack_[serial];  // blocked since its last stack: reuse it
+        } else {
+            stack_buf_.clear();
+            if (flags & kSampleTruncated) stack_buf_.push_back(Resolver::kTruncatedFrame);
+            const uint32_t depth = hdr->depth <= kMaxPythonFrames ? hdr->depth : kMaxPythonFrames;
+            for (uint32_t i = depth; i-- > 0;) stack_buf_.push_back(resolver_.resolve(frames[i]));
+            stack = store_.intern(stack_buf_.data(), static_cast<uint32_t>(stack_buf_.size()));
+            last_stack_[serial] = stack;
+        }
+        if (!(flags & kSampleStackOnly)) {
+            store_.add_sample(SampleRow{hdr->timestamp_ns, hdr->weight_ns, stack,
+                                        (serial & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
+        }
         ring->pop();
     }
+}
+
+void Session::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {
+    // GIL held: a thread that is not us cannot change its Python frames now, so its chain is
+    // stable for the walk. Idle records reuse this stack until the thread runs again.
+    RawFrame frames[kMaxPythonFrames];
+    const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(ts), frames,
+                                           kMaxPythonFrames);
+    RawSampleHeader hdr{};
+    hdr.timestamp_ns = platform_monotonic_ns();
+    hdr.native_tid = ctx->native_tid_;
+    hdr.thread_serial = ctx->serial_;
+    hdr.flags = kSampleStackOnly | (w.truncated ? kSampleTruncated : 0u);
+    hdr.depth = static_cast<uint16_t>(w.depth);
+    write_foreign_record(ctx, hdr, frames);
 }
 
 void Session::drain_all() {

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -32,6 +33,7 @@
 #include "resolver.h"
 #include "stack_store.h"
 #include "thread_table.h"
+#include "wall_sampler.h"
 
 namespace spprof {
 
@@ -41,7 +43,7 @@ struct SessionConfig {
     size_t memory_limit_bytes = 256u << 20;
     size_t ring_bytes = 256u << 10;
     uint32_t drain_interval_ms = 50;
-    bool cpu_mode = true;  // keep only samples of threads that were running
+    bool wall_mode = false;  // sample every thread at the interval, running or blocked
 };
 
 // What the profile says about one sampled thread (by serial).
@@ -100,6 +102,7 @@ public:
     size_t memory_bytes() const { return store_.memory_bytes() + resolver_.memory_bytes(); }
     bool running() const { return running_; }
     const char* timer_name() const { return timer_name_; }  // the timer this session used
+    const WallSampler* wall_sampler() const { return wall_.get(); }
 
 private:
     ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid);
@@ -108,6 +111,7 @@ private:
     void refresh_names_and_cpu();
     void refresh_cpu(uint32_t serial);
     void drain_ring(RingBuffer* ring);
+    void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
     void drain_all();
     void start_drain_thread();
     void stop_drain_thread();
@@ -122,6 +126,8 @@ private:
     StackStore store_;
     SessionCounters counters_;
     std::vector<uint32_t> stack_buf_;
+    std::vector<uint32_t> last_stack_;  // per serial: the stack idle records reuse
+    std::unique_ptr<WallSampler> wall_;
     uint64_t start_ns_ = 0, end_ns_ = 0;
     bool running_ = false;
     bool over_limit_ = false;

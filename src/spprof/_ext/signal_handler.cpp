@@ -15,13 +15,12 @@ namespace spprof {
 namespace {
 
 std::atomic<ThreadTable*> g_table{nullptr};
-std::atomic<bool> g_on_cpu{true};
 // Handlers currently inside capture_*: stop waits for zero before the table may be freed.
 std::atomic<int> g_in_flight{0};
 
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
-        walk_errors{0}, truncated{0};
+        walk_errors{0}, truncated{0}, idle{0};
 };
 Counters g_counters;
 
@@ -31,7 +30,7 @@ static_assert(std::atomic<int>::is_always_lock_free, "read from the signal handl
 inline void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
 
 // SIGNAL-SAFE, NO-HEAP. Writes one record for the calling thread into ctx's ring.
-bool capture_into(ThreadCtx* ctx, uint64_t weight_ns) {
+bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, bool idle = false) {
     if (ctx == nullptr || ctx->magic_ != kThreadCtxMagic ||
         ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached) {
         bump(g_counters.no_thread);
@@ -68,8 +67,11 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns) {
     hdr->weight_ns = weight_ns;
     hdr->native_tid = ctx->native_tid_;
     hdr->thread_serial = ctx->serial_;
-    hdr->flags = (w.truncated ? kSampleTruncated : 0u) |
-                 (g_on_cpu.load(std::memory_order_relaxed) ? kSampleOnCpu : 0u);
+    // PyGILState_Check compares the GIL holder (an atomic on 3.9-3.11, libpython's own
+    // thread-local attached state on 3.12+) with our TSS entry: no lock, no allocation.
+    const bool has_gil = PyGILState_Check() != 0;
+    hdr->flags = (w.truncated ? kSampleTruncated : 0u) | (idle ? kSampleIdle : kSampleOnCpu) |
+                 kSampleGilKnown | (has_gil ? kSampleHasGil : 0u);
     hdr->depth = static_cast<uint16_t>(w.depth);
     hdr->native_depth = 0;
     hdr->reserved = 0;
@@ -91,8 +93,7 @@ struct InFlight {
 
 }  // namespace
 
-void capture_enable(ThreadTable* table, bool record_on_cpu) {
-    g_on_cpu.store(record_on_cpu, std::memory_order_relaxed);
+void capture_enable(ThreadTable* table) {
     g_table.store(table, std::memory_order_release);
 }
 
@@ -114,6 +115,18 @@ bool capture_by_serial(uint32_t serial, uint64_t weight_ns) {
     return capture_into(table->by_serial(serial), weight_ns);
 }
 
+bool capture_wall_by_serial(uint32_t serial) {
+    InFlight guard;
+    ThreadTable* table = g_table.load(std::memory_order_acquire);
+    if (table == nullptr) return false;
+    ThreadCtx* ctx = table->by_serial(serial);
+    if (ctx == nullptr || ctx->magic_ != kThreadCtxMagic) return false;
+    // A signal whose weight an earlier delivery already took stands for no time: skip it.
+    const uint64_t weight = ctx->pending_weight_ns_.exchange(0, std::memory_order_acq_rel);
+    if (weight == 0) return true;
+    return capture_into(ctx, weight, ctx->pending_idle_.exchange(false, std::memory_order_relaxed));
+}
+
 bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns) {
     InFlight guard;
     ThreadTable* table = g_table.load(std::memory_order_acquire);
@@ -129,6 +142,7 @@ CaptureStats capture_stats() {
     s.no_thread = g_counters.no_thread.load(std::memory_order_relaxed);
     s.walk_errors = g_counters.walk_errors.load(std::memory_order_relaxed);
     s.truncated = g_counters.truncated.load(std::memory_order_relaxed);
+    s.idle = g_counters.idle.load(std::memory_order_relaxed);
     return s;
 }
 
@@ -139,6 +153,9 @@ void capture_reset_stats() {
     g_counters.no_thread.store(0);
     g_counters.walk_errors.store(0);
     g_counters.truncated.store(0);
+    g_counters.idle.store(0);
 }
+
+void capture_count_idle() { bump(g_counters.idle); }
 
 }  // namespace spprof

@@ -17,6 +17,7 @@ namespace spprof {
 class ThreadTable;
 
 struct CaptureStats {
+    uint64_t idle = 0;          // wall mode: idle records written by the sampler thread
     uint64_t captured = 0;      // records written
     uint64_t dropped_full = 0;  // ring full: the drain fell behind
     uint64_t dropped_busy = 0;  // a capture was already running on that thread
@@ -26,7 +27,7 @@ struct CaptureStats {
 };
 
 // Normal context. Points the capture path at `table`; samples are recorded from now on.
-void capture_enable(ThreadTable* table, bool record_on_cpu);
+void capture_enable(ThreadTable* table);
 // Normal context. Stops recording and waits until no capture is still running, so the table
 // may be freed afterwards. Bounded: gives up after ~1 s (and says so through the return).
 bool capture_disable_and_wait();
@@ -34,8 +35,12 @@ bool capture_disable_and_wait();
 // SIGNAL-SAFE. `weight_ns` is the sampled time this delivery stands for.
 bool capture_by_serial(uint32_t serial, uint64_t weight_ns);
 bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns);
+// SIGNAL-SAFE. Wall mode: the weight is what the sampler thread left in the ctx.
+bool capture_wall_by_serial(uint32_t serial);
 
 CaptureStats capture_stats();
+// Sampler thread (wall mode) and registration: the idle-record counter lives with the others.
+void capture_count_idle();
 void capture_reset_stats();
 
 }  // namespace spprof

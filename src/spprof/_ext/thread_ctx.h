@@ -45,6 +45,18 @@ struct ThreadCtx {
     std::atomic<uint64_t> captured_{0};
     std::atomic<uint64_t> dropped_{0};
     std::atomic<uint64_t> last_cpu_ns_{0};  // thread CPU clock at its latest sample
+    // Wall mode: time the next capture stands for, accumulated by the sampler thread before
+    // it signals (several ticks add up if a signal is still pending), taken by the handler.
+    std::atomic<uint64_t> pending_weight_ns_{0};
+    // Wall mode: no stack recorded at registration (the thread registered itself and is
+    // running): the sampler's first tick asks it for one whatever its CPU clock says.
+    std::atomic<bool> needs_first_sample_{false};
+    // Wall mode: the pending request is for a thread whose CPU clock did not move (its first
+    // sample): the capture is flagged idle, not on-CPU.
+    std::atomic<bool> pending_idle_{false};
+    // busy_ also makes the ring's producers take turns: the thread's own handler, and in wall
+    // mode the sampler thread writing an idle record for a thread it did not signal. Whoever
+    // fails to take it drops and counts; nobody waits.
     PlatformThread* platform_ = nullptr;    // owned by platform_thread_attach/detach
 };
 

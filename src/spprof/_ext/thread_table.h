@@ -51,10 +51,14 @@ public:
         owned_.push_back(std::move(ctx));
         c->slots[serial & (kChunkSize - 1)].store(raw, std::memory_order_release);
         index_tid(raw->native_tid_, serial);
+        published_.store(serial + 1, std::memory_order_release);
         return raw;
     }
 
     uint32_t next_serial() const { return static_cast<uint32_t>(owned_.size()); }
+    // Any thread: serials below this are published (by_serial may still see a gap if add()
+    // failed, so callers check for nullptr).
+    uint32_t published() const { return published_.load(std::memory_order_acquire); }
     size_t size() const { return owned_.size(); }
     ThreadCtx* at(size_t i) const { return owned_[i].get(); }  // normal context
 
@@ -102,6 +106,7 @@ private:
         }
     }
 
+    std::atomic<uint32_t> published_{0};
     std::atomic<Chunk*> chunks_[kChunks];
     std::atomic<uint64_t> tid_slots_[kTidSlots];
     std::vector<std::unique_ptr<Chunk>> owned_chunks_;

@@ -116,6 +116,22 @@ size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
     return mach_sampler_thread_name(native_tid, buf, len);
 }
 
+// The Mach sampler already samples every thread from its own thread, in both modes.
+bool platform_samples_all_threads() { return true; }
+
+// Never used on macOS (the session starts no wall sampler here); kept for the one surface.
+bool platform_signal_thread(uint64_t /*tid*/, uint32_t /*serial*/) { return false; }
+
+void platform_sleep_until_ns(uint64_t deadline_ns) {
+    const uint64_t now = platform_monotonic_ns();
+    if (deadline_ns <= now) return;
+    const uint64_t d = deadline_ns - now;
+    struct timespec ts;
+    ts.tv_sec = static_cast<time_t>(d / 1000000000ull);
+    ts.tv_nsec = static_cast<long>(d % 1000000000ull);
+    nanosleep(&ts, nullptr);
+}
+
 }  // namespace spprof
 
 #endif  // __APPLE__

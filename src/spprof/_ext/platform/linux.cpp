@@ -36,7 +36,7 @@ struct PlatformThread {
 
 namespace {
 
-enum class Mode : int { kNone = 0, kPerThread = 1, kItimer = 2 };
+enum class Mode : int { kNone = 0, kPerThread = 1, kItimer = 2, kWall = 3 };
 
 std::atomic<int> g_mode{static_cast<int>(Mode::kNone)};
 std::atomic<uint64_t> g_interval_ns{0};
@@ -80,6 +80,15 @@ void on_sigprof(int signo, siginfo_t* si, void* uc) {
             bump(g_stats.overruns, overrun);
             if (!capture_by_serial(static_cast<uint32_t>(value), interval * (1 + overrun)))
                 bump(g_stats.no_thread);
+            errno = saved_errno;
+            return;
+        }
+    } else if (si != nullptr && mode == Mode::kWall && si->si_code == SI_QUEUE &&
+               si->si_pid == getpid()) {
+        const uint64_t value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
+        if ((value & 0xFFFFFFFF00000000ull) == kTimerValueMagic) {
+            bump(g_stats.signals);
+            if (!capture_wall_by_serial(static_cast<uint32_t>(value))) bump(g_stats.no_thread);
             errno = saved_errno;
             return;
         }
@@ -189,6 +198,11 @@ Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* /*
     g_kind = kind;
     Error e = install_handler();
     if (!e.ok()) return e;
+    if (kind == TimerKind::kWall) {
+        g_mode.store(static_cast<int>(Mode::kWall), std::memory_order_release);
+        log_debug("timer: none (wall mode: the sampler thread signals threads that ran)");
+        return Error::none();
+    }
     if (kind == TimerKind::kProcess) {
         g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
         e = start_itimer(interval_ns);
@@ -206,7 +220,8 @@ Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* /*
 
 Error platform_thread_attach(ThreadCtx* ctx) {
     const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
-    if (mode == Mode::kItimer) return Error::none();  // the process timer covers every thread
+    // The process timer covers every thread; in wall mode the sampler thread does.
+    if (mode == Mode::kItimer || mode == Mode::kWall) return Error::none();
     if (mode != Mode::kPerThread) return Error::runtime("sampling is not running");
     if (ctx->platform_ != nullptr) return Error::none();
     timer_t id;
@@ -253,7 +268,10 @@ void platform_set_native_unwinding(bool /*enabled*/) {}
 
 void platform_get_stats(PlatformStats* out) {
     const Mode mode = static_cast<Mode>(g_mode.load());
-    out->timer = mode == Mode::kItimer ? "itimer" : (mode == Mode::kPerThread ? "per-thread" : "none");
+    out->timer = mode == Mode::kItimer      ? "itimer"
+                 : mode == Mode::kPerThread ? "per-thread"
+                 : mode == Mode::kWall      ? "wall"
+                                            : "none";
     out->signals = g_stats.signals.load();
     out->foreign_signals = g_stats.foreign.load();
     out->overruns = g_stats.overruns.load();
@@ -278,6 +296,30 @@ void platform_after_fork_child() {
     if (g_handler_installed) {
         sigaction(SIGPROF, &g_prev_action, nullptr);
         g_handler_installed = false;
+    }
+}
+
+bool platform_samples_all_threads() { return false; }
+
+bool platform_signal_thread(uint64_t tid, uint32_t serial) {
+    // rt_tgsigqueueinfo by tid rather than pthread_sigqueue by pthread_t: a pthread_t of a
+    // thread that exited is undefined behaviour, a stale tid is ESRCH (or a thread the
+    // handler will not recognise, since the serial's tstate will not match).
+    siginfo_t info;
+    std::memset(&info, 0, sizeof info);
+    info.si_signo = SIGPROF;
+    info.si_code = SI_QUEUE;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    info.si_value.sival_ptr = reinterpret_cast<void*>(kTimerValueMagic | serial);
+    return syscall(SYS_rt_tgsigqueueinfo, getpid(), static_cast<pid_t>(tid), SIGPROF, &info) == 0;
+}
+
+void platform_sleep_until_ns(uint64_t deadline_ns) {
+    struct timespec ts;
+    ts.tv_sec = static_cast<time_t>(deadline_ns / 1000000000ull);
+    ts.tv_nsec = static_cast<long>(deadline_ns % 1000000000ull);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
     }
 }
 

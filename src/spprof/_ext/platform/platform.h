@@ -24,6 +24,8 @@ enum class TimerKind {
     kAuto,       // per-thread CPU timers, falling back to the process timer when refused
     kPerThread,  // per-thread CPU timers only
     kProcess,    // setitimer(ITIMER_PROF): process-wide, lands on whichever thread runs
+    kWall,       // wall-clock mode: no timer; the session's sampler thread signals threads
+                 // with platform_signal_thread (Linux) or the platform samples them (macOS)
 };
 
 struct PlatformStats {
@@ -76,6 +78,17 @@ void platform_reset_stats();  // at session start
 // After fork(), in the child: forget timers (they are not inherited) and restore the
 // previous handler, without touching anything the parent owns.
 void platform_after_fork_child();
+
+// True where the platform itself samples every thread from a thread of its own (the Mach
+// sampler): the session then needs no wall sampler of its own.
+bool platform_samples_all_threads();
+
+// Wall mode: deliver a sample request to thread `tid` of this process, carrying
+// kTimerValueMagic | serial. False when the thread is gone. Sampler thread.
+bool platform_signal_thread(uint64_t tid, uint32_t serial);
+
+// Sleep until the monotonic clock reads `deadline_ns` (absolute, no drift). Sampler thread.
+void platform_sleep_until_ns(uint64_t deadline_ns);
 
 // ---- clocks and ids (SIGNAL-SAFE) -----------------------------------------------------------
 uint64_t platform_monotonic_ns();

@@ -1,0 +1,134 @@
+// wall_sampler.cpp: see wall_sampler.h.
+#include "wall_sampler.h"
+
+#include <cstring>
+
+#include "log.h"
+#include "platform/platform.h"
+#include "sample_record.h"
+#include "signal_handler.h"
+#include "suspend/deadline_loop.h"
+#include "thread_table.h"
+
+namespace spprof {
+
+namespace {
+
+struct MonotonicClock {
+    uint64_t now() { return platform_monotonic_ns(); }
+    void sleep_until(uint64_t t) { platform_sleep_until_ns(t); }
+};
+
+// Sleep slices: a stop request is seen within this even at a 1 s interval.
+constexpr uint64_t kMaxSleepNs = 50'000'000;
+// A thread counts as having run when its CPU clock moved by more than 1 % of the interval and
+// at least this much: a signal handler's return path and a woken-then-reblocked syscall cost a
+// few microseconds, which is being idle, not running.
+constexpr uint64_t kMinRunNs = 20'000;
+
+}  // namespace
+
+bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawFrame* frames) {
+    if (ctx->busy_.exchange(true, std::memory_order_acquire)) return false;
+    bool ok = false;
+    RingBuffer* ring = ctx->ring_.get();
+    if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached && ring != nullptr) {
+        const size_t bytes = sizeof(RawSampleHeader) + hdr.depth * sizeof(RawFrame);
+        void* space = ring->reserve(bytes);
+        if (space != nullptr) {
+            std::memcpy(space, &hdr, sizeof hdr);
+            if (hdr.depth > 0)
+                std::memcpy(static_cast<char*>(space) + sizeof hdr, frames, hdr.depth * sizeof(RawFrame));
+            ring->commit(bytes);
+            ok = true;
+        }
+    }
+    ctx->busy_.store(false, std::memory_order_release);
+    return ok;
+}
+
+WallSampler::WallSampler(ThreadTable* table, uint64_t interval_ns)
+    : table_(table),
+      interval_ns_(interval_ns),
+      run_threshold_ns_(interval_ns / 100 > kMinRunNs ? interval_ns / 100 : kMinRunNs) {}
+
+WallSampler::~WallSampler() { stop(); }
+
+Error WallSampler::start() {
+    running_.store(true, std::memory_order_release);
+    const int rc = pthread_create(&thread_, nullptr, &WallSampler::thread_main, this);
+    if (rc != 0) {
+        running_.store(false);
+        return Error::os("could not start the wall-clock sampler thread", rc);
+    }
+    started_ = true;
+    return Error::none();
+}
+
+void WallSampler::stop() {
+    if (!started_) return;
+    running_.store(false, std::memory_order_release);
+    pthread_join(thread_, nullptr);
+    started_ = false;
+    log_debug("wall sampler stopped: %llu ticks (%llu missed), %llu signals, %llu idle records",
+              static_cast<unsigned long long>(ticks()), static_cast<unsigned long long>(missed_ticks()),
+              static_cast<unsigned long long>(signals_sent()), static_cast<unsigned long long>(idle_records()));
+}
+
+void* WallSampler::thread_main(void* arg) {
+    auto* self = static_cast<WallSampler*>(arg);
+    MonotonicClock clock;
+    run_deadline_loop(
+        clock, self->interval_ns_, kMaxSleepNs, self->running_,
+        [self](uint64_t) {
+            self->tick();
+            self->ticks_.fetch_add(1, std::memory_order_relaxed);
+        },
+        [self](uint64_t missed) { self->missed_.fetch_add(missed, std::memory_order_relaxed); });
+    return nullptr;
+}
+
+void WallSampler::tick() {
+    const uint32_t n = table_->published();
+    if (slots_.size() < n) slots_.resize(n);
+    for (uint32_t serial = 0; serial < n; ++serial) {
+        ThreadCtx* ctx = table_->by_serial(serial);
+        if (ctx == nullptr || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached)
+            continue;
+        uint64_t cpu = 0;
+        if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu)) continue;  // gone
+        const uint64_t now = platform_monotonic_ns();
+        Slot& slot = slots_[serial];
+        const uint64_t weight = slot.seen ? now - slot.last_tick_ns : interval_ns_;
+        // Ran since its previous sample? The baseline is the later of our previous reading and
+        // the one its handler took at the end of its last capture (also set at registration):
+        // the CPU a signalled thread spends in the handler must not make it look busy again.
+        const uint64_t at_capture = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
+        const uint64_t baseline = slot.last_cpu_ns > at_capture ? slot.last_cpu_ns : at_capture;
+        slot.seen = true;
+        slot.last_tick_ns = now;
+        slot.last_cpu_ns = cpu;
+        const bool first = ctx->needs_first_sample_.exchange(false, std::memory_order_acq_rel);
+        const bool ran = cpu > baseline + run_threshold_ns_;
+        if (first || ran) {
+            ctx->pending_idle_.store(!ran, std::memory_order_relaxed);
+            ctx->pending_weight_ns_.fetch_add(weight, std::memory_order_acq_rel);
+            if (platform_signal_thread(ctx->native_tid_, serial)) signals_.fetch_add(1, std::memory_order_relaxed);
+            continue;
+        }
+        RawSampleHeader hdr{};
+        hdr.timestamp_ns = now;
+        hdr.weight_ns = weight;
+        hdr.native_tid = ctx->native_tid_;
+        hdr.thread_serial = serial;
+        hdr.flags = kSampleIdle;
+        if (write_foreign_record(ctx, hdr, nullptr)) {
+            idle_.fetch_add(1, std::memory_order_relaxed);
+            capture_count_idle();
+        } else {
+            idle_dropped_.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+}
+
+}  // namespace spprof

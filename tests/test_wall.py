@@ -1,0 +1,204 @@
+"""Wall-clock mode and the per-sample status fields (on_cpu, gil, idle)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import select
+import threading
+import time
+
+import pytest
+
+import spprof
+import workloads as w
+from conftest import run_python
+
+
+def _blocked_workers(results: dict, release: threading.Event):
+    r, wfd = os.pipe()
+    lock = threading.Lock()
+    lock.acquire()
+
+    def reader():
+        results["read"] = os.read(r, 3)  # READ_LINE
+
+    def selecter():
+        results["select"] = select.select([r], [], [], 0.8)  # SELECT_LINE
+
+    def sleeper():
+        t0 = time.monotonic()
+        time.sleep(0.8)  # SLEEP_LINE
+        results["slept"] = time.monotonic() - t0
+
+    def locker():
+        results["lock"] = lock.acquire(timeout=0.8)  # LOCK_LINE
+
+    def finish():
+        release.wait()
+        os.write(wfd, b"abc")
+        lock.release()
+
+    funcs = {"reader": reader, "selecter": selecter, "sleeper": sleeper, "locker": locker}
+    threads = [threading.Thread(target=f, name=n) for n, f in funcs.items()]
+    return funcs, threads, finish, (r, wfd)
+
+
+def test_blocked_threads_are_sampled_idle_on_their_blocking_line_and_unaffected():
+    results: dict = {}
+    release = threading.Event()
+    funcs, threads, finish, fds = _blocked_workers(results, release)
+    t0 = time.monotonic()
+    with spprof.Profiler(interval_ms=10, mode="wall") as p:
+        for t in threads:
+            t.start()
+        time.sleep(1.0)  # select and lock time out (0.8 s), sleep ends, read still blocks
+        release.set()
+        finish()
+        for t in threads:
+            t.join()
+    elapsed = time.monotonic() - t0
+    for fd in fds:
+        os.close(fd)
+    # the program saw exactly what it sees unprofiled
+    assert results["read"] == b"abc"
+    assert results["select"] == ([], [], [])  # timed out: nothing was readable for 0.8 s
+    assert 0.79 <= results["slept"] < 1.0
+    assert results["lock"] is False
+    markers = {
+        "reader": "READ_LINE",
+        "selecter": "SELECT_LINE",
+        "sleeper": "SLEEP_LINE",
+        "locker": "LOCK_LINE",
+    }
+    by_thread: dict = {}
+    for s in p.get_samples():
+        by_thread.setdefault(s.thread_name, []).append(s)
+    for name, marker in markers.items():
+        mine = by_thread[name]
+        line = w.line_of(funcs[name], marker)
+        on_line = [
+            s for s in mine if s.frames[-1].function_name == name and s.frames[-1].lineno == line
+        ]
+        assert len(on_line) >= 0.9 * len(mine), (name, len(on_line), len(mine))
+        idle = [s for s in mine if s.idle]
+        assert len(idle) >= 0.9 * len(mine), (name, len(idle), len(mine))
+        assert all(not s.on_cpu for s in idle)
+        # one sample a tick while the thread lived (>= 0.8 s of it inside the session)
+        assert 70 <= len(mine) <= 1.1 * elapsed * 100, (name, len(mine))
+    assert spprof.stats()["wall_idle_records"] > 300
+
+
+def test_each_thread_weight_matches_its_lifetime():
+    def short_busy():
+        w.spin(0.3)
+
+    def long_sleep():
+        time.sleep(1.2)
+
+    threads = [
+        threading.Thread(target=short_busy, name="short-busy"),
+        threading.Thread(target=long_sleep, name="long-sleep"),
+    ]
+    with spprof.Profiler(interval_ms=5, mode="wall") as p:
+        t0 = time.monotonic()
+        starts = {}
+        for t in threads:
+            starts[t.name] = time.monotonic()
+            t.start()
+        ends = {}
+        for t in threads:
+            t.join()
+            ends[t.name] = time.monotonic()
+        main_alive = time.monotonic() - t0
+    weights: dict = {}
+    for s in p.get_samples():
+        weights[s.thread_name] = weights.get(s.thread_name, 0) + s.weight_ns
+    for name in ("short-busy", "long-sleep"):
+        alive = ends[name] - starts[name]
+        assert abs(weights[name] / 1e9 - alive) <= 0.1 * alive, (name, weights[name], alive)
+    assert abs(weights["MainThread"] / 1e9 - main_alive) <= 0.1 * main_alive
+
+
+def test_rate_does_not_drift_over_seconds():
+    seconds = float(os.environ.get("SPPROF_WALL_RATE_SECONDS", "3"))
+    with spprof.Profiler(interval_ms=10, mode="wall") as p:
+        time.sleep(seconds)
+    mine = [s for s in p.get_samples() if s.thread_name == "MainThread"]
+    expected = seconds * 100
+    assert abs(len(mine) - expected) <= 0.05 * expected, (len(mine), expected)
+    assert spprof.stats()["wall_missed_ticks"] <= 0.05 * expected
+
+
+def test_gil_flag_tells_python_code_from_gil_free_c_code():
+    data = b"\x01" * (32 << 20)
+    stop = threading.Event()
+
+    def hasher():
+        while not stop.is_set():
+            hashlib.sha256(data).digest()  # HASH_LINE
+
+    t = threading.Thread(target=hasher, name="hasher")
+    with spprof.Profiler(interval_ms=2) as p:  # cpu mode fills the same fields
+        t.start()
+        w.spin(0.6)
+        stop.set()
+        t.join()
+    main = [
+        s
+        for s in p.get_samples()
+        if s.thread_name == "MainThread" and s.frames[-1].function_name == "spin_inner"
+    ]
+    hashing = [
+        s
+        for s in p.get_samples()
+        if s.thread_name == "hasher" and s.frames[-1].lineno == w.line_of(hasher, "HASH_LINE")
+    ]
+    assert len(main) > 50 and len(hashing) > 50
+    assert all(s.gil is not None for s in main + hashing)
+    # the main thread mostly holds the GIL; sha256 of 32 MB releases it
+    assert sum(s.gil for s in main) >= 0.8 * len(main)
+    assert sum(not s.gil for s in hashing) >= 0.8 * len(hashing)
+    assert all(s.on_cpu and not s.idle for s in main + hashing)
+    threads = {t.name: t for t in p.profile.threads}
+    assert threads["MainThread"].gil_fraction > 0.8
+    assert threads["hasher"].gil_fraction < 0.2
+
+
+def test_filter_drops_idle_and_keeps_gil_holders():
+    with spprof.Profiler(interval_ms=5, mode="wall") as p:
+        sleeper = threading.Thread(target=time.sleep, args=(0.5,), name="sleeper")
+        sleeper.start()
+        w.spin(0.5)
+        sleeper.join()
+    prof = p.profile
+    busy_only = prof.filter(idle=False)
+    assert any(s.thread_name == "sleeper" and s.idle for s in prof.samples)
+    assert not any(s.idle for s in busy_only.samples)
+    assert busy_only.sample_count < prof.sample_count
+    gil = prof.filter(gil_only=True)
+    assert gil.sample_count > 0
+    assert all(s.gil for s in gil.samples)
+
+
+@pytest.mark.parametrize("flags, expect_sleeper", [([], False), (["--idle"], True)])
+def test_cli_wall_mode_hides_idle_samples_unless_asked(tmp_path, flags, expect_sleeper):
+    code = (
+        "import threading, time\n"
+        "def nap():\n"
+        "    time.sleep(0.6)\n"
+        "t = threading.Thread(target=nap, name='napper'); t.start()\n"
+        "end = time.monotonic() + 0.6\n"
+        "while time.monotonic() < end: pass\n"
+        "t.join()\n"
+    )
+    out = tmp_path / "w.collapsed.txt"
+    r = run_python("-m", "spprof", "--mode", "wall", *flags, "-o", str(out), "-c", code)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert ("nap (<string>:3)" in text) == expect_sleeper
+    assert "IDLE%" in r.stderr and "GIL%" in r.stderr
+    napper = next(line for line in r.stderr.splitlines() if line.strip().startswith("napper"))
+    assert napper.rstrip().endswith("%")
+    idle_pct = float(napper.split()[-1].rstrip("%"))
+    assert idle_pct > 80.0 or not expect_sleeper
