@@ -32,10 +32,11 @@ namespace spprof {
 // RA_SIGN_STATE pseudo-register 34) are parsed and dropped: no unwinder step needs them.
 constexpr uint32_t kCfiRegs = 33;
 
-// Depth of the DW_CFA_remember_state stack. gcc and clang nest it at most once or twice (one
-// per epilogue in the middle of a function); 8 leaves room and keeps a row stack small on the
-// signal stack (each row is under 300 bytes).
-constexpr uint32_t kCfiStateStack = 8;
+// Depth of the DW_CFA_remember_state stack. gcc and clang do not nest it (one remember/restore
+// pair around each epilogue in the middle of a function); 4 leaves room and keeps the
+// interpreter's state small on the signal stack (each row is about 300 bytes; run_cfi uses
+// about 1.6 KiB of stack in all). Deeper nesting fails the lookup with kUnsupported.
+constexpr uint32_t kCfiStateStack = 4;
 
 // Upper bound on CFA instructions executed for one lookup; a real FDE has a few dozen to a
 // few thousand. Each instruction also consumes at least one byte, so this is a second bound.

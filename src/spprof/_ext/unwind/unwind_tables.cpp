@@ -50,6 +50,7 @@ struct Collect {
     uint64_t dropped = 0;
     uint64_t no_cfi = 0;
     bool out_of_memory = false;
+    bool peek_only = false;  // read the counters from the first callback, then stop
 };
 
 // dl_phdr_info grew dlpi_adds/dlpi_subs in glibc 2.4; `size` says whether this one has them.
@@ -68,6 +69,7 @@ int collect_one(dl_phdr_info* info, size_t size, Collect* c) {
                 return 1;  // stop: nothing was loaded or unloaded since the last snapshot
             }
         }
+        if (c->peek_only) return 1;
     }
     if (c->snap->modules.size() >= kMaxUnwindModules) {
         ++c->dropped;
@@ -134,14 +136,21 @@ int collect_module(dl_phdr_info* info, size_t size, void* data) {
 Error UnwindTables::refresh() {
     std::lock_guard<std::mutex> lock(mu_);
     const UnwindSnapshot* prev = current_.load(std::memory_order_relaxed);
+    // The common case, nothing loaded since the last snapshot, allocates nothing: the first
+    // callback compares the loader's counters and stops the iteration.
+    UnwindSnapshot probe;
+    Collect peek{&probe, prev ? prev->adds : 0, prev ? prev->subs : 0, prev != nullptr};
+    peek.peek_only = true;
+    dl_iterate_phdr(&collect_module, &peek);
+    if (peek.unchanged) return Error::none();
     std::unique_ptr<UnwindSnapshot> snap(new (std::nothrow) UnwindSnapshot());
     if (!snap) return Error::memory("unwind tables: out of memory");
-    Collect c{snap.get(), prev ? prev->adds : 0, prev ? prev->subs : 0, prev != nullptr};
+    // Built in full even if the counters moved again since the peek: this pass records its own.
+    Collect c{snap.get(), 0, 0, false};
     try {
         snap->modules.reserve(64);
         snap->ranges.reserve(64);
         dl_iterate_phdr(&collect_module, &c);
-        if (c.unchanged) return Error::none();
         if (c.out_of_memory) return Error::memory("unwind tables: out of memory");
         std::sort(snap->ranges.begin(), snap->ranges.end(),
                   [](const ExecRange& a, const ExecRange& b) { return a.lo < b.lo; });

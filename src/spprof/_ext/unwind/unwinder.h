@@ -19,7 +19,8 @@
 //
 // Linux x86_64 and aarch64. Elsewhere unwind_native returns 0 frames with kUnsupported.
 // SIGNAL-SAFE and NO-HEAP: no allocation, no lock, no libc call but memcpy, bounded by `max`
-// and by a per-call step cap; under 4 KiB of stack (the CFA interpreter's state stack).
+// (each iteration writes a pc or returns); about 3 KiB of stack in all (gcc 12 -O2, measured
+// with -fstack-usage: unwind_native 1.1 KiB + run_cfi 1.6 KiB, most of it CFA rows).
 #pragma once
 
 #include <cstdint>
