@@ -197,3 +197,56 @@ def test_fork_while_profiling_child_unprofiled_parent_continues():
     assert all(c["status"] == 0 and not c["child_active"] for c in res["children"])
     assert res["parent_samples"] > 100
     assert res["pids_in_profile"] == [res["parent_pid"]]
+
+
+def _run_on_a_terminal(args: list, env: dict | None = None, timeout: float = 60) -> tuple[int, str]:
+    """Run `python args` with stderr (and stdout) on a pseudo-terminal; return (rc, output)."""
+    import pty
+    import select as _select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, **(env or {})},
+        close_fds=True,
+    )
+    os.close(slave)
+    chunks = []
+    import time as _time
+
+    deadline = _time.monotonic() + timeout
+    while _time.monotonic() < deadline:
+        ready, _, _ = _select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    rc = proc.wait(timeout=timeout)
+    return rc, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_progress_line_on_a_terminal_only(tmp_path):
+    rc, out = _run_on_a_terminal(
+        ["-m", "spprof", "-o", str(tmp_path / "p.json"), TARGET], env={"BURN": "2.5"}
+    )
+    assert rc == 0, out
+    progress = re.findall(r"spprof: recording (\d+)s, (\d+) samples, (\d+) dropped", out)
+    assert len(progress) >= 2, out
+    assert int(progress[-1][1]) > int(progress[0][1])  # the count moves
+    assert "\x1b[K" in out  # cleared before the summary
+    piped = run_python("-m", "spprof", "-o", str(tmp_path / "q.json"), TARGET, env={"BURN": "1.5"})
+    assert "recording" not in piped.stderr
+    quiet_rc, quiet_out = _run_on_a_terminal(
+        ["-m", "spprof", "-q", "-o", str(tmp_path / "r.json"), TARGET], env={"BURN": "1.5"}
+    )
+    assert quiet_rc == 0 and "recording" not in quiet_out

@@ -129,6 +129,7 @@ def start(
     *,
     format: Optional[str] = None,
     timer: str = "auto",
+    progress: bool = False,
 ) -> None:
     """Start sampling every Python thread of this process.
 
@@ -138,6 +139,7 @@ def start(
     and counted in Profile.dropped_count. output_path: where stop() (or interpreter exit)
     writes the profile, in `format` (default: from the file name, else speedscope).
     timer: "auto" (per-thread CPU timers, falling back to setitimer), "thread" or "itimer".
+    progress: a live line on stderr (elapsed, samples, drops) while recording.
     """
     global _active
     cfg = _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
@@ -151,6 +153,7 @@ def start(
                 timer=cfg.timer,
                 memory_limit_bytes=int(cfg.memory_limit_mb * 1024 * 1024),
                 mode=cfg.mode,
+                progress=bool(progress),
             )
         except BaseException:
             _remove_thread_hook()

@@ -219,7 +219,13 @@ def record(argv: list[str]) -> int:
     if previous_sigterm in (signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, _on_sigterm)
     exit_code = 0
-    _session.start(interval_ms=interval, mode=opts.mode, native=opts.native, timer=opts.timer)
+    _session.start(
+        interval_ms=interval,
+        mode=opts.mode,
+        native=opts.native,
+        timer=opts.timer,
+        progress=not opts.quiet and sys.stderr.isatty(),
+    )
     try:
         run()
     except SystemExit as exc:

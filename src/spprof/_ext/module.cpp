@@ -191,13 +191,14 @@ PyObject* export_profile(const Session* s, PyObject* stats) {
 
 PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     static const char* kwlist[] = {"interval_ns", "timer", "memory_limit_bytes", "ring_bytes",
-                                   "drain_interval_ms", "mode", nullptr};
+                                   "drain_interval_ms", "mode", "progress", nullptr};
     unsigned long long interval_ns = 0, memory_limit = 0, ring_bytes = 256u << 10;
     const char* timer = "auto";
     const char* mode = "cpu";
     unsigned int drain_ms = 50;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKIs", const_cast<char**>(kwlist), &interval_ns,
-                                     &timer, &memory_limit, &ring_bytes, &drain_ms, &mode))
+    int progress = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKIsp", const_cast<char**>(kwlist), &interval_ns,
+                                     &timer, &memory_limit, &ring_bytes, &drain_ms, &mode, &progress))
         return nullptr;
     ModuleState* st = state_of(module);
     if (st->session != nullptr) return raise(Error::runtime("profiler is already running"));
@@ -214,6 +215,7 @@ PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     if (memory_limit != 0) cfg.memory_limit_bytes = static_cast<size_t>(memory_limit);
     cfg.ring_bytes = static_cast<size_t>(ring_bytes);
     cfg.drain_interval_ms = drain_ms == 0 ? 1 : drain_ms;
+    cfg.progress = progress != 0;
     auto session = std::make_unique<Session>(cfg);
     Error e = session->start();
     if (!e.ok()) {

@@ -1,9 +1,12 @@
 // session.cpp: see session.h.
 #include "session.h"
 
+#include <unistd.h>
+
 #include <chrono>
-#include <thread>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "log.h"
 #include "sample_record.h"
@@ -148,6 +151,7 @@ Error Session::stop() {
     end_ns_ = platform_monotonic_ns();
     refresh_names_and_cpu();
     drain_all();
+    if (config_.progress) show_progress(true);
     for (auto& r : records_) {
         if (r.alive) {
             r.alive = false;
@@ -381,6 +385,34 @@ void Session::periodic() {
     scan_threads();
     refresh_names_and_cpu();
     drain_all();
+    if (config_.progress) show_progress(false);
+}
+
+void Session::show_progress(bool final) {
+    // Drain thread (or stop()), GIL held: one carriage-returned line a second on stderr.
+    if (final) {
+        if (progress_shown_) {
+            static const char kClear[] = "\r\033[K";
+            ssize_t ignored = write(2, kClear, sizeof kClear - 1);
+            (void)ignored;
+        }
+        return;
+    }
+    const uint64_t now = platform_monotonic_ns();
+    if (now - last_progress_ns_ < 1'000'000'000ull) return;
+    last_progress_ns_ = now;
+    const CaptureStats cs = capture_stats();
+    const unsigned long long dropped = cs.dropped_full + cs.dropped_busy + counters_.dropped_memory;
+    char line[160];
+    const int n = std::snprintf(line, sizeof line,
+                                "\r\033[Kspprof: recording %.0fs, %zu samples, %llu dropped, %zu threads",
+                                static_cast<double>(now - start_ns_) / 1e9, store_.sample_count(), dropped,
+                                live_by_tstate_.size());
+    if (n > 0) {
+        ssize_t ignored = write(2, line, static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1);
+        (void)ignored;
+        progress_shown_ = true;
+    }
 }
 
 void Session::start_drain_thread() {

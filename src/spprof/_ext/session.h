@@ -44,6 +44,7 @@ struct SessionConfig {
     size_t ring_bytes = 256u << 10;
     uint32_t drain_interval_ms = 50;
     bool wall_mode = false;  // sample every thread at the interval, running or blocked
+    bool progress = false;   // a live status line on stderr (the CLI sets it on a terminal)
 };
 
 // What the profile says about one sampled thread (by serial).
@@ -112,6 +113,7 @@ private:
     void refresh_cpu(uint32_t serial);
     void drain_ring(RingBuffer* ring);
     void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
+    void show_progress(bool final);
     void drain_all();
     void start_drain_thread();
     void stop_drain_thread();
@@ -132,6 +134,8 @@ private:
     bool running_ = false;
     bool over_limit_ = false;
     const char* timer_name_ = "none";
+    uint64_t last_progress_ns_ = 0;
+    bool progress_shown_ = false;
 
     // Drain thread.
     pthread_t drain_thread_{};
