@@ -43,7 +43,7 @@ test-python:
 	  [ -x $$v/bin/python ] || $$py -m venv $$v; \
 	  $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
 	  $$v/bin/python -m pip install -q -U $(DEV_DEPS); \
-	  SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+	  SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
 	  (cd tests && ../$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .); \
 	done
 
@@ -51,7 +51,7 @@ test-python:
 test-asan: native-test-asan
 	@set -e; v=$(VENVS)/asan; [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
 	$$v/bin/python -m pip install -q -U $(DEV_DEPS); \
-	SPPROF_SANITIZE=1 SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+	SPPROF_BUILD_BASE=build/asan SPPROF_SANITIZE=1 SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
 	asan=$$(g++ -print-file-name=libasan.so); ubsan=$$(g++ -print-file-name=libubsan.so); \
 	cd tests && LD_PRELOAD="$$asan $$ubsan" ASAN_OPTIONS=detect_leaks=0:handle_segv=1:allow_user_segv_handler=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SPPROF_TEST_ASAN=1 \

@@ -64,6 +64,9 @@ if sys.platform.startswith("linux"):
     link_args += ["-pthread"]
 
 setup(
+    # Separate build trees per target (make test, test-asan, bench) so that concurrent builds
+    # for the same interpreter never share object files.
+    options={"build": {"build_base": os.environ.get("SPPROF_BUILD_BASE", "build")}},
     ext_modules=[
         Extension(
             "spprof._ext",
