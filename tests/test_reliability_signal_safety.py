@@ -167,7 +167,9 @@ def _supported(**kwargs) -> bool:
 def test_handler_never_allocates_locks_or_calls_the_python_api(shim, tmp_path, timer, mode, native):
     if not _supported(mode=mode, native=bool(native)):
         pytest.skip(f"mode={mode} native={bool(native)} not implemented in this build")
-    seconds = scale(5.0, 40.0)  # of process CPU time
+    # Thousands of samples in the main variant; the others are shorter to bound CI time.
+    main_variant = (timer, mode, native) == ("thread", "cpu", "")
+    seconds = scale(5.0 if main_variant else 2.5, 40.0)  # of process CPU time
     proc, rep = run_under_shim(
         shim,
         tmp_path,
@@ -185,7 +187,7 @@ def test_handler_never_allocates_locks_or_calls_the_python_api(shim, tmp_path, t
         pyapi_in_handler=rep["pyapi"],
     )
     # the shim saw the handler run, often and on several threads
-    assert rep["entries"] >= scale(1000, 8000), rep
+    assert rep["entries"] >= scale(1000 if main_variant else 400, 8000), rep
     assert rep["entries"] >= res["signals"] > 0
     assert rep["threads"] >= 4, rep
     # ... and it never allocated, locked, or called into the loader or Python

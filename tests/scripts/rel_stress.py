@@ -39,6 +39,15 @@ def task_count():
     return len(os.listdir("/proc/self/task")) if sys.platform == "linux" else -1
 
 
+def settled_task_count(target, timeout=3.0):
+    """The thread count once joined threads have finished exiting (join() returns before the
+    kernel thread is gone), waiting at most `timeout` for it to reach `target`."""
+    end = time.monotonic() + timeout
+    while task_count() > target and time.monotonic() < end:
+        time.sleep(0.01)
+    return task_count()
+
+
 def names_on_stacks(samples):
     return {f.function_name for s in samples for f in s.frames}
 
@@ -103,7 +112,7 @@ def cmd_threads(n):
         timers_active_after=stats["timers_active"],
         timers_left=timers_left(),
         tasks_before=tasks_before,
-        tasks_after=task_count(),
+        tasks_after=settled_task_count(tasks_before),
         spin_inner_samples=len([s for s in samples if s.frames[-1].function_name == "spin_inner"]),
         dropped=profile.dropped_count,
     )
@@ -162,7 +171,7 @@ def cmd_race(cycles):
         t.join()
     after_cycles = {
         "timers_left": timers_left(),
-        "tasks": task_count(),
+        "tasks": settled_task_count(tasks_before),
         "handler": repr(__import__("signal").getsignal(__import__("signal").SIGPROF)),
     }
     # afterwards a normal session still measures the right thing
