@@ -202,7 +202,9 @@ def test_handler_never_allocates_locks_or_calls_the_python_api(shim, tmp_path, t
     for fn in ("allocate_heavily", "lock_heavily", "main_burn", "short_lived"):
         assert fn in res["functions"], (fn, res["functions"])
     assert {"allocator", "locker", "hasher", "MainThread"} <= set(res["thread_names"])
-    assert res["samples"] >= 0.9 * rep["entries"] - res["dropped"] - 50
+    # most signals became samples (itimer signals may land on threads starting or ending)
+    kept = 0.5 if timer == "itimer" else 0.9
+    assert res["samples"] >= kept * rep["entries"] - res["dropped"] - 50, (res, rep)
 
 
 CONTROL_CODE = """

@@ -20,6 +20,7 @@ def test_hundreds_of_threads_started_and_ended_while_sampling_at_1ms():
         threads_sampled=r["threads_sampled"],
         samples=r["samples"],
         weight_over_cpu=round(r["worker_weight_s"] / r["worker_cpu_s"], 3),
+        empty_samples=r["empty_samples"],
     )
     assert r["threads_done"] == n
     assert r["threads_seen"] >= n  # every thread registered

@@ -113,7 +113,11 @@ def cmd_threads(n):
         timers_left=timers_left(),
         tasks_before=tasks_before,
         tasks_after=settled_task_count(tasks_before),
-        spin_inner_samples=len([s for s in samples if s.frames[-1].function_name == "spin_inner"]),
+        spin_inner_samples=len(
+            [s for s in samples if s.frames and s.frames[-1].function_name == "spin_inner"]
+        ),
+        # samples with no Python frame at all (a thread between its last frame and its end)
+        empty_samples=len([s for s in samples if not s.frames]),
         dropped=profile.dropped_count,
     )
 
@@ -463,8 +467,8 @@ def cmd_suspend(n):
                 for k in range(0, n, 7):
                     gens[k] = gen_worker(k)
     samples = p.get_samples()
-    gen_s = [s for s in samples if s.frames[-1].function_name == "gen_worker"]
-    coro_s = [s for s in samples if s.frames[-1].function_name == "coro_worker"]
+    gen_s = [s for s in samples if s.frames and s.frames[-1].function_name == "gen_worker"]
+    coro_s = [s for s in samples if s.frames and s.frames[-1].function_name == "coro_worker"]
     resume_gen = w.line_of(cmd_suspend, "RESUME_GEN")
     resume_coro = w.line_of(cmd_suspend, "RESUME_CORO")
     emit(
