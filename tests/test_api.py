@@ -51,12 +51,6 @@ def test_unknown_mode_and_format_and_timer_are_value_errors():
         spprof.start(memory_limit_mb=0)
 
 
-def test_native_frames_are_not_implemented_yet():
-    with pytest.raises(NotImplementedError, match="native"):
-        spprof.start(native=True)
-    assert not spprof.is_active()
-
-
 def test_start_twice_and_stop_without_start_are_runtime_errors():
     with pytest.raises(RuntimeError, match="not profiling"):
         spprof.stop()

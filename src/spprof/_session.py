@@ -78,8 +78,6 @@ def _make_config(
     interval = _check_interval(interval_ms)
     if mode not in MODES:
         raise ValueError(f"mode must be 'cpu' or 'wall', got {mode!r}")
-    if native:
-        raise NotImplementedError("native=True (native C frames) is not implemented yet")
     if timer not in TIMERS:
         raise ValueError(f"timer must be one of {', '.join(TIMERS)}, got {timer!r}")
     path = check_writable(output_path) if output_path is not None else None
@@ -130,6 +128,7 @@ def start(
     format: Optional[str] = None,
     timer: str = "auto",
     progress: bool = False,
+    interpreter_frames: bool = False,
 ) -> None:
     """Start sampling every Python thread of this process.
 
@@ -140,6 +139,8 @@ def start(
     writes the profile, in `format` (default: from the file name, else speedscope).
     timer: "auto" (per-thread CPU timers, falling back to setitimer), "thread" or "itimer".
     progress: a live line on stderr (elapsed, samples, drops) while recording.
+    native: record native (C/C++) frames too, interleaved with the Python frames in call
+    order; interpreter_frames keeps CPython's own C frames, which are folded away by default.
     """
     global _active
     cfg = _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
@@ -154,6 +155,8 @@ def start(
                 memory_limit_bytes=int(cfg.memory_limit_mb * 1024 * 1024),
                 mode=cfg.mode,
                 progress=bool(progress),
+                native=cfg.native,
+                interpreter_frames=bool(interpreter_frames),
             )
         except BaseException:
             _remove_thread_hook()
@@ -224,6 +227,7 @@ class Profiler:
         *,
         format: Optional[str] = None,
         timer: str = "auto",
+        interpreter_frames: bool = False,
     ) -> None:
         # Checked now, so a bad argument fails where the Profiler is made.
         _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
@@ -235,6 +239,7 @@ class Profiler:
             output_path=output_path,
             format=format,
             timer=timer,
+            interpreter_frames=interpreter_frames,
         )
         self.profile: Optional[Profile] = None
 

@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--interval", default="10", help="sampling interval in ms (1-1000)")
     p.add_argument("--mode", default="cpu", help="cpu (default) or wall")
     p.add_argument("--native", action="store_true", help="include native C frames")
+    p.add_argument(
+        "--interpreter-frames",
+        action="store_true",
+        help="with --native: keep CPython's own C frames (folded away by default)",
+    )
     p.add_argument("--timer", default="auto", help="auto, thread or itimer")
     p.add_argument("--idle", action="store_true", help="wall mode: keep samples of blocked threads")
     p.add_argument("--gil", action="store_true", help="keep only samples holding the GIL")
@@ -225,6 +230,7 @@ def record(argv: list[str]) -> int:
         native=opts.native,
         timer=opts.timer,
         progress=not opts.quiet and sys.stderr.isatty(),
+        interpreter_frames=opts.interpreter_frames,
     )
     try:
         run()

@@ -15,6 +15,7 @@
 #include "platform/platform.h"
 #include "session.h"
 #include "signal_handler.h"
+#include "unwind/unwinder.h"
 
 namespace spprof {
 namespace {
@@ -96,6 +97,19 @@ PyObject* build_stats(const Session* s) {
              put(d, "memory_bytes", PyLong_FromSize_t(s->memory_bytes())) &&
              put(d, "memory_limit_bytes", PyLong_FromSize_t(s->config().memory_limit_bytes)) &&
              put(d, "mode", PyUnicode_FromString(s->config().wall_mode ? "wall" : "cpu"));
+    }
+    if (ok && s != nullptr && s->unwind_tables() != nullptr) {
+        ok = put(d, "native_unwinds", PyLong_FromUnsignedLongLong(cs.native_unwinds)) &&
+             put(d, "native_fp_steps", PyLong_FromUnsignedLongLong(cs.native_fp_steps)) &&
+             put(d, "eval_ranges", PyLong_FromUnsignedLong(s->eval_range_count())) &&
+             put(d, "modules_without_cfi", PyLong_FromUnsignedLongLong(s->unwind_tables()->modules_without_cfi()));
+        PyObject* stops = ok ? PyDict_New() : nullptr;
+        ok = stops != nullptr;
+        for (int i = 0; ok && i < 10; ++i)
+            if (cs.native_stops[i] != 0)
+                ok = put(stops, unwind_stop_name(static_cast<UnwindStop>(i)),
+                         PyLong_FromUnsignedLongLong(cs.native_stops[i]));
+        ok = ok && put(d, "native_stop_reasons", stops);
     }
     if (ok && s != nullptr && s->wall_sampler() != nullptr) {
         const WallSampler* w = s->wall_sampler();
@@ -191,14 +205,16 @@ PyObject* export_profile(const Session* s, PyObject* stats) {
 
 PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     static const char* kwlist[] = {"interval_ns", "timer", "memory_limit_bytes", "ring_bytes",
-                                   "drain_interval_ms", "mode", "progress", nullptr};
+                                   "drain_interval_ms", "mode", "progress", "native",
+                                   "interpreter_frames", nullptr};
     unsigned long long interval_ns = 0, memory_limit = 0, ring_bytes = 256u << 10;
     const char* timer = "auto";
     const char* mode = "cpu";
     unsigned int drain_ms = 50;
-    int progress = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKIsp", const_cast<char**>(kwlist), &interval_ns,
-                                     &timer, &memory_limit, &ring_bytes, &drain_ms, &mode, &progress))
+    int progress = 0, native = 0, interpreter_frames = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKIsppp", const_cast<char**>(kwlist), &interval_ns,
+                                     &timer, &memory_limit, &ring_bytes, &drain_ms, &mode, &progress,
+                                     &native, &interpreter_frames))
         return nullptr;
     ModuleState* st = state_of(module);
     if (st->session != nullptr) return raise(Error::runtime("profiler is already running"));
@@ -216,6 +232,8 @@ PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     cfg.ring_bytes = static_cast<size_t>(ring_bytes);
     cfg.drain_interval_ms = drain_ms == 0 ? 1 : drain_ms;
     cfg.progress = progress != 0;
+    cfg.native = native != 0;
+    cfg.interpreter_frames = interpreter_frames != 0;
     auto session = std::make_unique<Session>(cfg);
     Error e = session->start();
     if (!e.ok()) {

@@ -2,6 +2,7 @@
 #include "resolver.h"
 
 #include <cstddef>
+#include <cstdio>
 
 #include "platform/platform.h"
 
@@ -110,7 +111,7 @@ uint32_t Resolver::intern_frame(const FrameKey& key, int32_t first_line) {
     auto it = frame_ids_.find(key);
     if (it != frame_ids_.end()) return it->second;
     const uint32_t id = static_cast<uint32_t>(frames_.size());
-    frames_.push_back(FrameInfo{key.name, key.qualname, key.file, key.line, first_line, false});
+    frames_.push_back(FrameInfo{key.name, key.qualname, key.file, key.line, first_line, key.native});
     frame_ids_.emplace(key, id);
     return id;
 }
@@ -131,10 +132,44 @@ uint32_t Resolver::resolve(const RawFrame& raw) {
     return id;
 }
 
+uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter) {
+    auto it = natives_.find(pc);
+    if (it != natives_.end()) {
+        *interpreter = it->second.interpreter;
+        return it->second.frame;
+    }
+    if (!interpreter_known_) {
+        NativeSymbol eval;
+        symbolizer_.symbolize(reinterpret_cast<uint64_t>(&PyEval_EvalCode), &eval);
+        interpreter_library_ = eval.library;
+        interpreter_known_ = true;
+    }
+    NativeSymbol sym;
+    symbolizer_.symbolize(pc, &sym);
+    std::string name = sym.function;
+    if (!sym.has_symbol) {
+        // A static function of a stripped library: name it by library and offset (what
+        // addr2line or a symbol server needs), absolute when the pc is in no module.
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(sym.offset));
+        const size_t slash = sym.library.rfind('/');
+        name = sym.library.empty() ? std::string(buf)
+                                   : sym.library.substr(slash == std::string::npos ? 0 : slash + 1) + "+" + buf;
+    }
+    const uint32_t name_id = strings_.intern(name);
+    const uint32_t lib_id = strings_.intern(sym.library);
+    FrameKey key{name_id, lib_id, name_id, 0, true};
+    const uint32_t id = intern_frame(key, 0);
+    const bool interp = !sym.library.empty() && sym.library == interpreter_library_;
+    natives_.emplace(pc, NativeEntry{id, interp});
+    *interpreter = interp;
+    return id;
+}
+
 size_t Resolver::memory_bytes() const {
     size_t per_instr = 0;
     for (const auto& kv : codes_) per_instr += kv.second.frame_by_instr.size();
-    return strings_.memory_bytes() + codes_.size() * 160 + per_instr * 40 +
+    return strings_.memory_bytes() + codes_.size() * 160 + per_instr * 40 + natives_.size() * 48 +
            frames_.size() * (sizeof(FrameInfo) + 48);
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sample_record.h"
+#include "unwind/symbolizer.h"
 
 namespace spprof {
 
@@ -56,6 +57,10 @@ public:
 
     // GIL held. Returns a frame id.
     uint32_t resolve(const RawFrame& raw);
+    // GIL held. The frame of native address `pc` (already pc - 1 for a return address),
+    // interned per (function, library). *interpreter: the frame is in the interpreter itself
+    // (the python executable or libpython), which the drain folds away by default.
+    uint32_t resolve_native(uint64_t pc, bool* interpreter);
     // GIL held. Drops every reference taken; resolve() must not be called afterwards.
     void release();
 
@@ -63,6 +68,7 @@ public:
     const StringTable& strings() const { return strings_; }
     uint64_t unknown_count() const { return unknown_; }
     size_t code_count() const { return codes_.size(); }
+    Symbolizer& symbolizer() { return symbolizer_; }
     size_t memory_bytes() const;
 
 private:
@@ -77,9 +83,15 @@ private:
     struct FrameKey {
         uint32_t qualname, file, name;
         int32_t line;
+        bool native = false;
         bool operator==(const FrameKey& o) const {
-            return qualname == o.qualname && file == o.file && name == o.name && line == o.line;
+            return qualname == o.qualname && file == o.file && name == o.name && line == o.line &&
+                   native == o.native;
         }
+    };
+    struct NativeEntry {
+        uint32_t frame;
+        bool interpreter;
     };
     struct FrameKeyHash {
         size_t operator()(const FrameKey& k) const {
@@ -94,6 +106,10 @@ private:
     uint32_t intern_frame(const FrameKey& key, int32_t first_line);
 
     std::unordered_map<uintptr_t, CodeEntry> codes_;
+    std::unordered_map<uint64_t, NativeEntry> natives_;  // by pc
+    Symbolizer symbolizer_;
+    std::string interpreter_library_;  // module holding the eval loop; resolved lazily
+    bool interpreter_known_ = false;
     std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frame_ids_;
     std::vector<FrameInfo> frames_;
     StringTable strings_;

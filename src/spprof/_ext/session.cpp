@@ -102,10 +102,24 @@ Error Session::start() {
     platform_reset_stats();
     start_ns_ = platform_monotonic_ns();
     // Handler first, then the table the handler reads, then the timers that fire into it.
+    if (config_.native) {
+        // Unwind tables and the eval loop's address ranges, before the first signal.
+        unwind_ = std::make_unique<UnwindTables>();
+        Error u = unwind_->refresh();
+        if (!u.ok()) {
+            unwind_.reset();
+            return u;
+        }
+        Error r = find_eval_ranges(resolver_.symbolizer(), &eval_);
+        if (!r.ok()) log_warning("native mode: %s; Python frames will sit above native ones", r.what);
+        log_debug("native mode: %u eval-loop ranges, %llu modules without CFI", eval_.count,
+                  static_cast<unsigned long long>(unwind_->modules_without_cfi()));
+        platform_set_native_unwinding(true);
+    }
     const TimerKind kind = config_.wall_mode ? TimerKind::kWall : config_.timer;
     Error e = platform_timer_create(config_.interval_ns, kind, &sampler_ring_);
     if (!e.ok()) return e;
-    capture_enable(&table_);
+    capture_enable(&table_, unwind_.get());
     running_ = true;
     scan_threads();
     PlatformStats ps;
@@ -148,6 +162,7 @@ Error Session::stop() {
     }
     for (size_t i = 0; i < table_.size(); ++i)
         table_.at(i)->state_.store(ThreadState::kDetached, std::memory_order_release);
+    if (config_.native) platform_set_native_unwinding(false);
     end_ns_ = platform_monotonic_ns();
     refresh_names_and_cpu();
     drain_all();
@@ -181,6 +196,7 @@ ThreadCtx* Session::register_thread(PyThreadState* ts, unsigned long ident, uint
     if (serial > kSerialMask) return nullptr;
     auto ctx = std::make_unique<ThreadCtx>(serial, reinterpret_cast<struct _ts*>(ts), tid, ident,
                                            config_.ring_bytes);
+    if (config_.native) platform_thread_stack_bounds(ident, &ctx->stack_lo_, &ctx->stack_hi_);
     ThreadCtx* raw = table_.add(std::move(ctx));
     if (raw == nullptr) return nullptr;
     ThreadRecord rec;
@@ -340,10 +356,14 @@ void Session::drain_ring(RingBuffer* ring) {
         if ((flags & kSampleIdle) && hdr->depth == 0 && last_stack_[serial] != kNoStack) {
             stack = last_stack_[serial];  // blocked since its last stack: reuse it
         } else {
-            stack_buf_.clear();
-            if (flags & kSampleTruncated) stack_buf_.push_back(Resolver::kTruncatedFrame);
             const uint32_t depth = hdr->depth <= kMaxPythonFrames ? hdr->depth : kMaxPythonFrames;
-            for (uint32_t i = depth; i-- > 0;) stack_buf_.push_back(resolver_.resolve(frames[i]));
+            if (hdr->native_depth > 0) {
+                build_mixed_stack(hdr, frames, depth);
+            } else {
+                stack_buf_.clear();
+                if (flags & kSampleTruncated) stack_buf_.push_back(Resolver::kTruncatedFrame);
+                for (uint32_t i = depth; i-- > 0;) stack_buf_.push_back(resolver_.resolve(frames[i]));
+            }
             stack = store_.intern(stack_buf_.data(), static_cast<uint32_t>(stack_buf_.size()));
             last_stack_[serial] = stack;
         }
@@ -353,6 +373,50 @@ void Session::drain_ring(RingBuffer* ring) {
         }
         ring->pop();
     }
+}
+
+void Session::build_mixed_stack(const RawSampleHeader* hdr, const RawFrame* frames, uint32_t depth) {
+    // Leaf to root over the native frames; at each eval-loop frame, the Python frames of that
+    // eval call: from the next unused one up to and including the next entry frame (every
+    // frame on 3.9/3.10, is_entry on 3.11, the frame under a C-stack shim on 3.12+). So a
+    // C -> Python -> C -> Python chain reads in true call order. Result: stack_buf_, root first.
+    const auto* pcs = reinterpret_cast<const uint64_t*>(frames + hdr->depth);
+    const uint32_t native_depth = hdr->native_depth <= kMaxNativeFrames ? hdr->native_depth : kMaxNativeFrames;
+    native_buf_.clear();
+    uint32_t py = 0;
+    size_t outermost_python = 0;  // native_buf_ size right after the last Python frame pushed
+    for (uint32_t i = 0; i < native_depth; ++i) {
+        const uint64_t lookup = i == 0 ? pcs[i] : pcs[i] - 1;  // a return address points past the call
+        if (eval_.count > 0 && is_eval_frame(eval_, lookup)) {
+            if (config_.interpreter_frames) {
+                bool interp = false;
+                native_buf_.push_back(resolver_.resolve_native(lookup, &interp));
+            }
+            while (py < depth) {
+                const RawFrame& f = frames[py++];
+                native_buf_.push_back(resolver_.resolve(f));
+                outermost_python = native_buf_.size();
+                if (f.instr & kInstrEntryFlag) break;
+            }
+            continue;
+        }
+        bool interpreter = false;
+        const uint32_t id = resolver_.resolve_native(lookup, &interpreter);
+        if (interpreter && !config_.interpreter_frames) continue;  // CPython's own C frames
+        native_buf_.push_back(id);
+    }
+    // Python frames the native walk did not reach (it stopped early, or no eval ranges are
+    // known) go at the root end, where they belong.
+    while (py < depth) {
+        native_buf_.push_back(resolver_.resolve(frames[py++]));
+        outermost_python = native_buf_.size();
+    }
+    // Native frames rootward of the outermost Python frame are process or thread start-up
+    // (_start, main, clone): folded unless interpreter frames were asked for.
+    if (outermost_python > 0 && !config_.interpreter_frames) native_buf_.resize(outermost_python);
+    stack_buf_.clear();
+    if (hdr->flags & kSampleTruncated) stack_buf_.push_back(Resolver::kTruncatedFrame);
+    for (size_t i = native_buf_.size(); i-- > 0;) stack_buf_.push_back(native_buf_[i]);
 }
 
 void Session::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {
@@ -385,6 +449,7 @@ void Session::periodic() {
     scan_threads();
     refresh_names_and_cpu();
     drain_all();
+    if (unwind_) unwind_->refresh();  // modules loaded since the last pass (cheap otherwise)
     if (config_.progress) show_progress(false);
 }
 

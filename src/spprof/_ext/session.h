@@ -33,6 +33,8 @@
 #include "resolver.h"
 #include "stack_store.h"
 #include "thread_table.h"
+#include "unwind/eval_ranges.h"
+#include "unwind/unwind_tables.h"
 #include "wall_sampler.h"
 
 namespace spprof {
@@ -45,6 +47,8 @@ struct SessionConfig {
     uint32_t drain_interval_ms = 50;
     bool wall_mode = false;  // sample every thread at the interval, running or blocked
     bool progress = false;   // a live status line on stderr (the CLI sets it on a terminal)
+    bool native = false;     // unwind native frames too and interleave them with Python's
+    bool interpreter_frames = false;  // native mode: keep the interpreter's own C frames
 };
 
 // What the profile says about one sampled thread (by serial).
@@ -104,6 +108,8 @@ public:
     bool running() const { return running_; }
     const char* timer_name() const { return timer_name_; }  // the timer this session used
     const WallSampler* wall_sampler() const { return wall_.get(); }
+    const UnwindTables* unwind_tables() const { return unwind_.get(); }
+    uint32_t eval_range_count() const { return eval_.count; }
 
 private:
     ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid);
@@ -113,6 +119,7 @@ private:
     void refresh_cpu(uint32_t serial);
     void drain_ring(RingBuffer* ring);
     void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
+    void build_mixed_stack(const RawSampleHeader* hdr, const RawFrame* frames, uint32_t depth);
     void show_progress(bool final);
     void drain_all();
     void start_drain_thread();
@@ -130,6 +137,10 @@ private:
     std::vector<uint32_t> stack_buf_;
     std::vector<uint32_t> last_stack_;  // per serial: the stack idle records reuse
     std::unique_ptr<WallSampler> wall_;
+    // Native mode. Destroyed with the session, after stop() has restored the handler.
+    std::unique_ptr<UnwindTables> unwind_;
+    EvalRanges eval_;
+    std::vector<uint32_t> native_buf_;  // leaf-first frame ids while interleaving
     uint64_t start_ns_ = 0, end_ns_ = 0;
     bool running_ = false;
     bool over_limit_ = false;

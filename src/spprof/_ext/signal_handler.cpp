@@ -10,27 +10,33 @@
 #include "platform/platform.h"
 #include "sample_record.h"
 #include "thread_table.h"
+#include "unwind/ucontext_regs.h"
+#include "unwind/unwind_tables.h"
+#include "unwind/unwinder.h"
 
 namespace spprof {
 namespace {
 
 std::atomic<ThreadTable*> g_table{nullptr};
+std::atomic<const UnwindTables*> g_unwind{nullptr};  // null: Python frames only
 // Handlers currently inside capture_*: stop waits for zero before the table may be freed.
 std::atomic<int> g_in_flight{0};
 
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
-        walk_errors{0}, truncated{0}, idle{0};
+        walk_errors{0}, truncated{0}, idle{0}, native_unwinds{0}, native_fp_steps{0};
+    std::atomic<uint64_t> native_stops[10];
 };
 Counters g_counters;
 
 static_assert(std::atomic<ThreadTable*>::is_always_lock_free, "read from the signal handler");
 static_assert(std::atomic<int>::is_always_lock_free, "read from the signal handler");
+static_assert(static_cast<int>(UnwindStop::kUnsupported) == 9, "native_stops has one slot per reason");
 
 inline void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
 
 // SIGNAL-SAFE, NO-HEAP. Writes one record for the calling thread into ctx's ring.
-bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, bool idle = false) {
+bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool idle = false) {
     if (ctx == nullptr || ctx->magic_ != kThreadCtxMagic ||
         ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached) {
         bump(g_counters.no_thread);
@@ -49,7 +55,8 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, bool idle = false) {
         return false;
     }
     RingBuffer* ring = ctx->ring_.get();
-    constexpr size_t kMaxRecord = sizeof(RawSampleHeader) + kMaxPythonFrames * sizeof(RawFrame);
+    constexpr size_t kMaxRecord = sizeof(RawSampleHeader) + kMaxPythonFrames * sizeof(RawFrame) +
+                                  kMaxNativeFrames * sizeof(uint64_t);
     void* space = ring ? ring->reserve(kMaxRecord) : nullptr;
     if (space == nullptr) {
         bump(g_counters.dropped_full);
@@ -63,6 +70,22 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, bool idle = false) {
                                            frames, kMaxPythonFrames);
     if (w.error) bump(g_counters.walk_errors);
     if (w.truncated) bump(g_counters.truncated);
+    // Native frames go right after the Python ones, in the same record.
+    uint32_t native_depth = 0;
+    const UnwindTables* unwind = g_unwind.load(std::memory_order_acquire);
+    if (unwind != nullptr && ucontext != nullptr) {
+        RegisterContext regs;
+        if (register_context_from_ucontext(ucontext, &regs)) {
+            UnwindStatus st;
+            native_depth = unwind_native(unwind->current(), regs, ctx->stack_lo_, ctx->stack_hi_,
+                                         reinterpret_cast<uint64_t*>(frames + w.depth),
+                                         kMaxNativeFrames, &st);
+            bump(g_counters.native_unwinds);
+            g_counters.native_fp_steps.fetch_add(st.fp_steps, std::memory_order_relaxed);
+            const auto stop = static_cast<uint32_t>(st.stop);
+            if (stop < 10) bump(g_counters.native_stops[stop]);
+        }
+    }
     hdr->timestamp_ns = platform_monotonic_ns();
     hdr->weight_ns = weight_ns;
     hdr->native_tid = ctx->native_tid_;
@@ -73,9 +96,9 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, bool idle = false) {
     hdr->flags = (w.truncated ? kSampleTruncated : 0u) | (idle ? kSampleIdle : kSampleOnCpu) |
                  kSampleGilKnown | (has_gil ? kSampleHasGil : 0u);
     hdr->depth = static_cast<uint16_t>(w.depth);
-    hdr->native_depth = 0;
+    hdr->native_depth = static_cast<uint16_t>(native_depth);
     hdr->reserved = 0;
-    ring->commit(sizeof(RawSampleHeader) + w.depth * sizeof(RawFrame));
+    ring->commit(sizeof(RawSampleHeader) + w.depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t));
     // The thread's own CPU clock (vDSO, no lock): the census of a thread that ends between
     // two drains is then at most one interval stale.
     ctx->last_cpu_ns_.store(platform_thread_cpu_ns(), std::memory_order_relaxed);
@@ -93,12 +116,14 @@ struct InFlight {
 
 }  // namespace
 
-void capture_enable(ThreadTable* table) {
+void capture_enable(ThreadTable* table, const UnwindTables* unwind) {
+    g_unwind.store(unwind, std::memory_order_release);
     g_table.store(table, std::memory_order_release);
 }
 
 bool capture_disable_and_wait() {
     g_table.store(nullptr, std::memory_order_release);
+    g_unwind.store(nullptr, std::memory_order_release);
     // A capture is a few microseconds; a thread preempted inside one may take a scheduler
     // slice or two. One second means something is badly wrong: report it, never hang.
     for (int i = 0; i < 100000; ++i) {
@@ -108,14 +133,14 @@ bool capture_disable_and_wait() {
     return false;
 }
 
-bool capture_by_serial(uint32_t serial, uint64_t weight_ns) {
+bool capture_by_serial(uint32_t serial, uint64_t weight_ns, const void* ucontext) {
     InFlight guard;
     ThreadTable* table = g_table.load(std::memory_order_acquire);
     if (table == nullptr) return false;
-    return capture_into(table->by_serial(serial), weight_ns);
+    return capture_into(table->by_serial(serial), weight_ns, ucontext);
 }
 
-bool capture_wall_by_serial(uint32_t serial) {
+bool capture_wall_by_serial(uint32_t serial, const void* ucontext) {
     InFlight guard;
     ThreadTable* table = g_table.load(std::memory_order_acquire);
     if (table == nullptr) return false;
@@ -124,14 +149,15 @@ bool capture_wall_by_serial(uint32_t serial) {
     // A signal whose weight an earlier delivery already took stands for no time: skip it.
     const uint64_t weight = ctx->pending_weight_ns_.exchange(0, std::memory_order_acq_rel);
     if (weight == 0) return true;
-    return capture_into(ctx, weight, ctx->pending_idle_.exchange(false, std::memory_order_relaxed));
+    return capture_into(ctx, weight, ucontext,
+                        ctx->pending_idle_.exchange(false, std::memory_order_relaxed));
 }
 
-bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns) {
+bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontext) {
     InFlight guard;
     ThreadTable* table = g_table.load(std::memory_order_acquire);
     if (table == nullptr) return false;
-    return capture_into(table->by_tid(native_tid), weight_ns);
+    return capture_into(table->by_tid(native_tid), weight_ns, ucontext);
 }
 
 CaptureStats capture_stats() {
@@ -143,6 +169,9 @@ CaptureStats capture_stats() {
     s.walk_errors = g_counters.walk_errors.load(std::memory_order_relaxed);
     s.truncated = g_counters.truncated.load(std::memory_order_relaxed);
     s.idle = g_counters.idle.load(std::memory_order_relaxed);
+    s.native_unwinds = g_counters.native_unwinds.load(std::memory_order_relaxed);
+    s.native_fp_steps = g_counters.native_fp_steps.load(std::memory_order_relaxed);
+    for (int i = 0; i < 10; ++i) s.native_stops[i] = g_counters.native_stops[i].load(std::memory_order_relaxed);
     return s;
 }
 
@@ -154,6 +183,9 @@ void capture_reset_stats() {
     g_counters.walk_errors.store(0);
     g_counters.truncated.store(0);
     g_counters.idle.store(0);
+    g_counters.native_unwinds.store(0);
+    g_counters.native_fp_steps.store(0);
+    for (auto& c : g_counters.native_stops) c.store(0);
 }
 
 void capture_count_idle() { bump(g_counters.idle); }

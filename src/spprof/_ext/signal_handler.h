@@ -15,6 +15,7 @@
 namespace spprof {
 
 class ThreadTable;
+class UnwindTables;
 
 struct CaptureStats {
     uint64_t idle = 0;          // wall mode: idle records written by the sampler thread
@@ -24,19 +25,24 @@ struct CaptureStats {
     uint64_t no_thread = 0;     // the signal hit a thread we do not sample (or one ending)
     uint64_t walk_errors = 0;   // a frame read failed; the partial stack was kept
     uint64_t truncated = 0;     // deeper than kMaxPythonFrames
+    uint64_t native_unwinds = 0;       // captures that unwound native frames
+    uint64_t native_fp_steps = 0;      // native frames found by the frame-pointer fallback
+    uint64_t native_stops[10] = {};    // why native walks ended, by UnwindStop
 };
 
 // Normal context. Points the capture path at `table`; samples are recorded from now on.
-void capture_enable(ThreadTable* table);
+// `unwind` (may be null): native frames are unwound from the signal's register context too.
+void capture_enable(ThreadTable* table, const UnwindTables* unwind);
 // Normal context. Stops recording and waits until no capture is still running, so the table
 // may be freed afterwards. Bounded: gives up after ~1 s (and says so through the return).
 bool capture_disable_and_wait();
 
-// SIGNAL-SAFE. `weight_ns` is the sampled time this delivery stands for.
-bool capture_by_serial(uint32_t serial, uint64_t weight_ns);
-bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns);
+// SIGNAL-SAFE. `weight_ns` is the sampled time this delivery stands for; `ucontext` is the
+// handler's third argument (the interrupted registers), or null.
+bool capture_by_serial(uint32_t serial, uint64_t weight_ns, const void* ucontext);
+bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontext);
 // SIGNAL-SAFE. Wall mode: the weight is what the sampler thread left in the ctx.
-bool capture_wall_by_serial(uint32_t serial);
+bool capture_wall_by_serial(uint32_t serial, const void* ucontext);
 
 CaptureStats capture_stats();
 // Sampler thread (wall mode) and registration: the idle-record counter lives with the others.

@@ -58,6 +58,10 @@ struct ThreadCtx {
     // mode the sampler thread writing an idle record for a thread it did not signal. Whoever
     // fails to take it drops and counts; nobody waits.
     PlatformThread* platform_ = nullptr;    // owned by platform_thread_attach/detach
+    // The thread's stack, set at registration before sampling is armed: the native unwinder
+    // reads saved registers only inside it (0/0: record only the interrupted pc).
+    uintptr_t stack_lo_ = 0;
+    uintptr_t stack_hi_ = 0;
 };
 
 static_assert(std::atomic<ThreadState>::is_always_lock_free, "used from the signal handler");

@@ -132,6 +132,17 @@ void platform_sleep_until_ns(uint64_t deadline_ns) {
     nanosleep(&ts, nullptr);
 }
 
+bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t* hi) {
+    // Normal context only: these take the pthread list lock when asked about another thread.
+    pthread_t t = reinterpret_cast<pthread_t>(ident);
+    const uintptr_t top = reinterpret_cast<uintptr_t>(pthread_get_stackaddr_np(t));
+    const size_t size = pthread_get_stacksize_np(t);
+    if (top == 0 || size == 0) return false;
+    *hi = top;  // the stack grows down from its address
+    *lo = top - size;
+    return true;
+}
+
 }  // namespace spprof
 
 #endif  // __APPLE__

@@ -78,7 +78,7 @@ void on_sigprof(int signo, siginfo_t* si, void* uc) {
             bump(g_stats.signals);
             const uint64_t overrun = si->si_overrun > 0 ? static_cast<uint64_t>(si->si_overrun) : 0;
             bump(g_stats.overruns, overrun);
-            if (!capture_by_serial(static_cast<uint32_t>(value), interval * (1 + overrun)))
+            if (!capture_by_serial(static_cast<uint32_t>(value), interval * (1 + overrun), uc))
                 bump(g_stats.no_thread);
             errno = saved_errno;
             return;
@@ -88,14 +88,14 @@ void on_sigprof(int signo, siginfo_t* si, void* uc) {
         const uint64_t value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
         if ((value & 0xFFFFFFFF00000000ull) == kTimerValueMagic) {
             bump(g_stats.signals);
-            if (!capture_wall_by_serial(static_cast<uint32_t>(value))) bump(g_stats.no_thread);
+            if (!capture_wall_by_serial(static_cast<uint32_t>(value), uc)) bump(g_stats.no_thread);
             errno = saved_errno;
             return;
         }
     } else if (si != nullptr && mode == Mode::kItimer && si->si_code == SI_KERNEL) {
         bump(g_stats.signals);
         const uint64_t tid = static_cast<uint64_t>(syscall(SYS_gettid));
-        if (!capture_by_tid(tid, interval)) bump(g_stats.no_thread);
+        if (!capture_by_tid(tid, interval, uc)) bump(g_stats.no_thread);
         errno = saved_errno;
         return;
     }
@@ -350,6 +350,19 @@ uint64_t platform_tid_from_ident(unsigned long ident) {
     // Inverse of thread_cpu_clock(): glibc builds the clock id from the thread's kernel tid.
     const unsigned int bits = static_cast<unsigned int>(clk) >> 3;
     return static_cast<uint64_t>(~bits & 0x1FFFFFFFu);
+}
+
+bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t* hi) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(static_cast<pthread_t>(ident), &attr) != 0) return false;
+    void* addr = nullptr;
+    size_t size = 0;
+    const bool ok = pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != nullptr;
+    pthread_attr_destroy(&attr);
+    if (!ok) return false;
+    *lo = reinterpret_cast<uintptr_t>(addr);
+    *hi = *lo + size;
+    return true;
 }
 
 size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {

@@ -102,6 +102,9 @@ uint64_t platform_tid_from_ident(unsigned long ident);
 // Reads memory that may have been freed or unmapped: false instead of a fault. Normal
 // context (a system call per read on Linux): for validating pointers at resolution time.
 bool platform_safe_read(uintptr_t addr, void* out, size_t n);
+// Stack range [lo, hi) of the live thread whose threading ident (pthread_t) is `ident`.
+// Normal context (may read /proc and allocate for the main thread).
+bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t* hi);
 // Thread name as the OS knows it (Linux: /proc comm). Normal context. Returns bytes written.
 size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len);
 
