@@ -302,3 +302,11 @@ def assert_rows_match(a, b) -> None:
     ):
         assert (wa, sa, fa) == (wb, sb, fb)
         assert abs(ta - tb) <= 500, (ta, tb)
+
+
+def tool_env(**extra: str) -> dict:
+    """The environment for an external tool (Chromium, Go): without the sanitizer runtime
+    that `make test-asan` preloads into Python, which those programs cannot run with."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env.update(extra)
+    return env

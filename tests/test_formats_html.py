@@ -17,7 +17,7 @@ import pytest
 from spprof import Frame
 from spprof.output import render
 from spprof.output.html import page_data
-from test_formats_common import find_tool, real_profile, small_profile, synthetic_profile
+from test_formats_common import find_tool, real_profile, small_profile, synthetic_profile, tool_env
 
 ROW = 18  # px per depth in the page
 
@@ -95,7 +95,9 @@ def open_page(chrome: str, page: Path, tmp_path: Path, fragment: str = "") -> tu
         "--dump-dom",
         url,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, check=True, env=tool_env()
+    )
     return Page(proc.stdout), proc.stderr
 
 
@@ -194,6 +196,7 @@ def test_real_profile_in_chromium_and_screenshot(chrome, tmp_path):
         capture_output=True,
         timeout=120,
         check=True,
+        env=tool_env(),
     )
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

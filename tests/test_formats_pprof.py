@@ -4,14 +4,13 @@ protobuf decoder (written against profile.proto, not against our writer) checks 
 from __future__ import annotations
 
 import gzip
-import os
 import subprocess
 from collections import defaultdict
 
 import pytest
 
 from spprof.output import render
-from test_formats_common import find_tool, real_profile, small_profile
+from test_formats_common import find_tool, real_profile, small_profile, tool_env
 
 
 # ---- a minimal protobuf reader -----------------------------------------------------------
@@ -126,12 +125,9 @@ def test_fields_follow_profile_proto():
 
 
 def _go_top(go: str, path, tmp_path, *extra: str) -> list[str]:
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path),
-        "GOCACHE": str(tmp_path / "gocache"),
-        "PPROF_TMPDIR": str(tmp_path),
-    }
+    env = tool_env(
+        HOME=str(tmp_path), GOCACHE=str(tmp_path / "gocache"), PPROF_TMPDIR=str(tmp_path)
+    )
     out = subprocess.run(
         [go, "tool", "pprof", "-top", *extra, str(path)],
         capture_output=True,
