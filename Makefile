@@ -66,3 +66,30 @@ darwin-check:
 
 clean:
 	rm -rf build $(VENVS) src/spprof/*.so demo.speedscope.json
+
+# Benchmarks (docs/performance.md). One venv; the other profilers are optional: a column whose
+# tool is missing (or, for py-spy, cannot ptrace here) is skipped and says why.
+BENCH_DEPS := pytest pytest-benchmark "setuptools>=64" wheel
+BENCH_TOOLS := pyinstrument yappi py-spy
+define bench_venv
+v=$(VENVS)/bench; [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
+$$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
+$$v/bin/python -m pip install -q -U $(BENCH_DEPS); \
+$$v/bin/python -m pip install -q -U $(BENCH_TOOLS) || echo "bench: optional profilers not installed"; \
+SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps .
+endef
+
+# Full run: pytest-benchmark timings, then the overhead table and micro-figures (about 50 min).
+bench:
+	@set -e; $(bench_venv); \
+	SPPROF_BENCH_SIZE=quick $$v/bin/python -m pytest -q -p no:cacheprovider benchmarks --benchmark-only $(PYTEST_ARGS); \
+	mkdir -p benchmarks/results; \
+	SPPROF_BENCH_COMMIT=$$(git rev-parse --short HEAD 2>/dev/null) $$v/bin/python -m benchmarks.run $(BENCH_ARGS) \
+	  --output benchmarks/results/latest.md --json benchmarks/results/latest.json; \
+	cat benchmarks/results/latest.md
+
+# CI: every benchmark once at tiny sizes, no thresholds, so they never rot (under a minute).
+bench-smoke:
+	@set -e; $(bench_venv); \
+	SPPROF_BENCH_SIZE=smoke $$v/bin/python -m pytest -q -p no:cacheprovider benchmarks --benchmark-disable $(PYTEST_ARGS); \
+	$$v/bin/python -m benchmarks.run --smoke

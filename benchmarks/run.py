@@ -1,0 +1,536 @@
+"""The benchmark runner: the overhead table and the micro-figures of docs/performance.md.
+
+    python -m benchmarks.run                 # full run (about 30 minutes on 2 cores)
+    python -m benchmarks.run --smoke         # every measurement once, tiny sizes (< 60 s)
+    python -m benchmarks.run --workloads nbody,json --repeats 7 --no-micro
+
+Overhead: every measurement is a fresh process (benchmarks/child.py) that times only the
+workload. For each workload, `--repeats` rounds; each round runs every configuration once, in
+an order rotated from round to round, with an unprofiled baseline run before the first and
+after every third configuration (B c c c B c c c B ...). A run's slowdown is its wall time over
+the mean of the two baselines around it, so drift in machine load cancels as far as it can.
+The table gives the median slowdown and the min-max over the rounds.
+
+py-spy runs out of process: the child waits until `py-spy record --pid` says it is sampling,
+then runs. Its own CPU time (from wait4) is reported per second of the target's workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from benchmarks import tools
+from benchmarks.workloads import WORKLOADS
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 600
+
+
+def _child_cmd(module: str, *args: object) -> list:
+    return [sys.executable, "-m", module, *map(str, args)]
+
+
+def _run_json(cmd: list, prefix: Optional[list] = None) -> dict:
+    full = (prefix or []) + cmd
+    out = subprocess.run(
+        full, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(full)} failed ({out.returncode}): {out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_once(workload: str, size: int, config: tools.Config) -> dict:
+    """One fresh-process measurement of `workload` under `config`."""
+    cmd = _child_cmd("benchmarks.child", workload, size, config.key)
+    if not config.out_of_process:
+        return _run_json(cmd)
+    return _run_py_spy([*cmd, "--wait"], config.rate_hz)
+
+
+def _run_py_spy(cmd: list, rate_hz: int) -> dict:
+    child = subprocess.Popen(
+        cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdin is not None and child.stdout is not None
+    if child.stdout.readline().strip() != "ready":
+        raise RuntimeError("child did not start")
+    with tempfile.TemporaryDirectory() as tmp:
+        spy = subprocess.Popen(
+            [
+                tools.py_spy_path(),
+                "record",
+                "--pid",
+                str(child.pid),
+                "-r",
+                str(rate_hz),
+                "-f",
+                "raw",
+                "-o",
+                os.path.join(tmp, "out.txt"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert spy.stdout is not None
+        first = spy.stdout.readline()  # "py-spy> Sampling process 100 times a second..."
+        if "Sampling process" not in first:
+            child.kill()
+            child.wait()
+            spy.wait()
+            raise RuntimeError(f"py-spy could not attach: {first}{spy.stdout.read()}")
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        result = json.loads(child.stdout.readline())
+        child.wait(timeout=TIMEOUT_S)
+        _, status, usage = os.wait4(spy.pid, 0)
+        spy.returncode = (
+            os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
+        )
+        tail = spy.stdout.read()
+        m = re.search(r"Samples: (\d+) Errors: (\d+)", tail)
+        result["info"] = {
+            "samples": int(m.group(1)) if m else None,
+            "errors": int(m.group(2)) if m else None,
+            "py_spy_cpu_s": usage.ru_utime + usage.ru_stime,
+        }
+    return result
+
+
+def overhead(
+    workloads: list, configs: list, repeats: int, smoke: bool, log, results: dict, checkpoint
+) -> dict:
+    for name in workloads:
+        w = WORKLOADS[name]
+        size = w.smoke if smoke else w.full
+        per: dict = collections.defaultdict(list)
+        base_walls: list = []
+        for r in range(repeats):
+            order = configs[r % len(configs) :] + configs[: r % len(configs)]
+            seq: list = []
+            for i, c in enumerate(order):
+                if i % 3 == 0:
+                    seq.append(tools.BASELINE)
+                seq.append(c)
+            seq.append(tools.BASELINE)
+            runs = [(c, run_once(name, size, c)) for c in seq]
+            bases = [i for i, (c, _) in enumerate(runs) if c == tools.BASELINE]
+            for i, (c, res) in enumerate(runs):
+                if c == tools.BASELINE:
+                    base_walls.append(res["wall_s"])
+                    continue
+                before = max(b for b in bases if b < i)
+                after = min(b for b in bases if b > i)
+                base = (runs[before][1]["wall_s"] + runs[after][1]["wall_s"]) / 2
+                res["slowdown"] = res["wall_s"] / base
+                per[c.key].append(res)
+            log(
+                f"{name:<20} round {r + 1}/{repeats}  base {statistics.median(base_walls):.2f}s  "
+                + " ".join(f"{c.key}={per[c.key][-1]['slowdown']:.3f}" for c in configs)
+            )
+        results[name] = {"size": size, "baseline_wall_s": base_walls, "runs": dict(per)}
+        checkpoint()
+    return results
+
+
+# -- micro-figures -----------------------------------------------------------------------------
+
+_SIGNAL_KERNEL = (
+    "arch_do_signal_or_restart",
+    "signal_setup_done",
+    "get_signal",
+    "__x64_sys_rt_sigreturn",
+    "restore_sigcontext",
+    "fpu__restore_sig",
+)
+_TIMER_KERNEL = (
+    "run_posix_cpu_timers",
+    "handle_posix_cpu_timers",
+    "posix_cpu_timers_work",
+    "cpu_timer_fire",
+    "send_sigqueue",
+    "posixtimer_send_sigqueue",
+)
+_CONTROL = ("Session::", "py_", "StackStore", "Resolver", "ThreadTable::add", "module_")
+
+
+def _perf_buckets(data: str, tid: int) -> collections.Counter:
+    """Sample counts of thread `tid` by where the handler's cost goes."""
+    text = subprocess.run(
+        ["perf", "script", "-i", data, "-F", "tid,ip,sym,dso"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    buckets: collections.Counter = collections.Counter()
+    for block in text.split("\n\n"):
+        lines = [ln for ln in block.splitlines() if ln.strip()]
+        if not lines or not lines[0].strip().isdigit() or int(lines[0]) != tid:
+            continue
+        frames = [ln.strip().split(" ", 1)[-1] for ln in lines[1:]]
+        buckets["total"] += 1
+        ours = [f for f in frames if "spprof" in f and "_ext" in f]
+        if ours and not any(c in ours[0] for c in _CONTROL):
+            faults = any("exc_page_fault" in f for f in frames)
+            kernel_sig = any(any(k in f for k in _SIGNAL_KERNEL) for f in frames)
+            if kernel_sig:
+                buckets["signal delivery (kernel)"] += 1
+            elif faults:
+                buckets["handler: ring page first touch"] += 1
+            else:
+                buckets["handler (user)"] += 1
+        elif any(any(k in f for k in _SIGNAL_KERNEL) for f in frames) or any(
+            "__restore_rt" in f for f in frames
+        ):
+            buckets["signal delivery (kernel)"] += 1
+        elif any(any(k in f for k in _TIMER_KERNEL) for f in frames):
+            buckets["timer expiry (kernel)"] += 1
+    return buckets
+
+
+def handler_cost(depths: list, seconds: float, rate_hz: int, log) -> dict:
+    """Nanoseconds per signal at each stack depth, from perf record on a CPU-mode loop."""
+    out: dict = {}
+    if shutil.which("perf") is None:
+        return {"skipped": "perf not installed"}
+    period_ns = 50_000
+    for depth in depths:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = os.path.join(tmp, "perf.data")
+            try:
+                res = _run_json(
+                    _child_cmd("benchmarks.micro", "handler", depth, seconds, rate_hz),
+                    prefix=[
+                        "perf",
+                        "record",
+                        "-q",
+                        "-e",
+                        "cpu-clock",
+                        "-c",
+                        str(period_ns),
+                        "-g",
+                        "-o",
+                        data,
+                        "--",
+                    ],
+                )
+            except RuntimeError as e:
+                return {"skipped": f"perf record failed: {str(e)[-300:]}"}
+            buckets = _perf_buckets(data, res["tid"])
+        signals = max(res["signals"], 1)
+        per_signal = {k: v * period_ns / signals for k, v in buckets.items() if k != "total"}
+        res["perf_samples"] = dict(buckets)
+        res["ns_per_signal"] = per_signal
+        res["handler_ns"] = per_signal.get("handler (user)", 0.0)
+        res["total_ns"] = sum(per_signal.values())
+        out[depth] = res
+        log(
+            f"handler depth {depth}: {res['signals']} signals, "
+            f"{ {k: round(v) for k, v in per_signal.items()} }"
+        )
+    return out
+
+
+def resolver_cost(seconds: float, log) -> dict:
+    runs = {
+        k: _run_json(_child_cmd("benchmarks.micro", "resolver", k, seconds))
+        for k in ("idle", "known", "new")
+    }
+    idle, known, new = runs["idle"], runs["known"], runs["new"]
+    per_drain = idle["drain_cpu_ns"] / max(idle["drains"], 1)
+    per_known = (known["drain_cpu_ns"] - known["drains"] * per_drain) / max(known["records"], 1)
+    new_extra = (
+        new["drain_cpu_ns"] - new["drains"] * per_drain - new["records"] * per_known
+    ) / max(new["distinct_stacks"] - known["distinct_stacks"], 1)
+    per_stack_bytes = (new["memory_bytes"] - known["memory_bytes"]) / max(
+        new["distinct_stacks"] - known["distinct_stacks"], 1
+    )
+    out = {
+        "runs": runs,
+        "drain_idle_ns_per_period": per_drain,
+        "known_ns_per_record": per_known,
+        "new_ns_per_stack_extra": new_extra,
+        "bytes_per_distinct_stack": per_stack_bytes,
+    }
+    log("resolver: %s" % {k: round(v) for k, v in out.items() if k != "runs"})
+    return out
+
+
+def stop_latency(samples: int, threads: int, log) -> dict:
+    res = _run_json(_child_cmd("benchmarks.micro", "stop", samples, threads))
+    log(f"stop: {res}")
+    return res
+
+
+def rss_growth(seconds: float, log) -> dict:
+    res = _run_json(_child_cmd("benchmarks.micro", "rss", seconds))
+    log(
+        f"rss {seconds:.0f}s: {res['rss_warm'] / 1e6:.1f} MB -> {res['rss_end'] / 1e6:.1f} MB, "
+        f"{res['samples']} samples"
+    )
+    return res
+
+
+# -- machine and report --------------------------------------------------------------------------
+
+
+def _cmd_out(cmd: list) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return ""
+
+
+def machine() -> dict:
+    lscpu = dict(
+        (k.strip(), v.strip())
+        for k, _, v in (ln.partition(":") for ln in _cmd_out(["lscpu"]).splitlines())
+    )
+    tool_versions = {}
+    for mod in ("pyinstrument", "yappi"):
+        try:
+            from importlib.metadata import version
+
+            tool_versions[mod] = version(mod)
+        except Exception:  # not installed
+            tool_versions[mod] = None
+    spy = tools.py_spy_path()
+    tool_versions["py-spy"] = _cmd_out([spy, "--version"]) if spy else None
+    return {
+        "cpu": "{}, {} CPUs ({})".format(
+            lscpu.get("Model name", "?"),
+            lscpu.get("CPU(s)", "?"),
+            lscpu.get("Hypervisor vendor", "bare metal"),
+        ),
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        # The commit the installed spprof was built from, when the caller knows it.
+        "spprof_commit": os.environ.get("SPPROF_BENCH_COMMIT")
+        or _cmd_out(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
+        "tools": tool_versions,
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def _pct(x: float) -> str:
+    return "%+.1f %%" % ((x - 1) * 100)
+
+
+def _cell(runs: list) -> str:
+    s = [r["slowdown"] for r in runs]
+    med = statistics.median(s)
+    if len(s) == 1:
+        return _pct(med)
+    return f"{_pct(med)} ({_pct(min(s))} .. {_pct(max(s))})"
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    lines = [
+        "Machine: {}; Linux {}; {} {}; spprof {}.".format(
+            m["cpu"], m["kernel"], m["implementation"], m["python"], m["spprof_commit"]
+        ),
+        "Load average (1/5/15 min) at start {}, at end {}.".format(
+            "/".join(f"{x:.2f}" for x in m["loadavg_start"]),
+            "/".join(f"{x:.2f}" for x in report["loadavg_end"]),
+        ),
+        "Command: `{}`".format(report["command"]),
+        "",
+    ]
+    ov = report.get("overhead", {})
+    if ov:
+        configs = [tools.Config.parse(k) for k in report["configs"]]
+        lines.append(
+            f"Slowdown of the workload's wall time, median over {report['repeats']} rounds "
+            "(min .. max); baseline = unprofiled median."
+        )
+        lines.append("")
+        lines.append("| workload | baseline | " + " | ".join(c.label for c in configs) + " |")
+        lines.append("| --- | ---: | " + " | ".join("---:" for _ in configs) + " |")
+        for name, res in ov.items():
+            cells = []
+            for c in configs:
+                if c.key in report.get("unavailable", {}):
+                    cells.append("n/a")
+                elif c.key in res["runs"]:
+                    cells.append(_cell(res["runs"][c.key]))
+                else:
+                    cells.append("-")
+            lines.append(
+                "| {} | {:.2f} s | {} |".format(
+                    name, statistics.median(res["baseline_wall_s"]), " | ".join(cells)
+                )
+            )
+        lines.append("")
+        un = report.get("unavailable", {})
+        for k, why in un.items():
+            lines.append(f"- {tools.Config.parse(k).label}: n/a, {why}.")
+        lines.append("")
+        lines.append(
+            "Samples per run (median) for the samplers, and py-spy's own CPU time per second "
+            "of the target's workload:"
+        )
+        lines.append("")
+        samplers = [c for c in configs if c.rate_hz and c.key not in un]
+        lines.append("| workload | " + " | ".join(c.label for c in samplers) + " | py-spy CPU |")
+        lines.append("| --- | " + " | ".join("---:" for _ in samplers) + " | ---: |")
+        for name, res in ov.items():
+            cells = []
+            for c in samplers:
+                runs = res["runs"].get(c.key, [])
+                vals = [
+                    r["info"].get("samples") for r in runs if r["info"].get("samples") is not None
+                ]
+                cells.append(f"{statistics.median(vals):.0f}" if vals else "-")
+            spy = [
+                r["info"]["py_spy_cpu_s"] / r["wall_s"]
+                for k, runs in res["runs"].items()
+                if k.startswith("py-spy")
+                for r in runs
+            ]
+            cells.append("%.1f %%" % (100 * statistics.median(spy)) if spy else "-")
+            lines.append("| {} | {} |".format(name, " | ".join(cells)))
+        lines.append("")
+    mic = report.get("micro", {})
+    if mic:
+        lines.append("Micro-figures:")
+        lines.append("")
+        h = mic.get("handler", {})
+        if "skipped" in h:
+            lines.append("- handler: skipped ({})".format(h["skipped"]))
+        else:
+            for depth, r in h.items():
+                parts = ", ".join(f"{k} {v:.0f} ns" for k, v in sorted(r["ns_per_signal"].items()))
+                lines.append(
+                    f"- handler at depth {depth}: {r['total_ns']:.0f} ns per signal in total "
+                    f"({parts}); {r['signals']} signals, {r['overruns']} timer overruns, "
+                    f"deepest stack {r['observed_depth']}"
+                )
+        rz = mic.get("resolver")
+        if rz:
+            lines.append(
+                f"- drain: {rz['drain_idle_ns_per_period'] / 1000:.0f} us of CPU per 50 ms "
+                f"period with nothing to drain; resolver {rz['known_ns_per_record']:.0f} ns per "
+                f"record of a known stack; {rz['new_ns_per_stack_extra']:.0f} ns more per new "
+                f"stack ({rz['runs']['new']['distinct_stacks']} new stacks)"
+            )
+            lines.append(
+                f"- memory: {rz['bytes_per_distinct_stack']:.0f} bytes per distinct stack "
+                "(stacks of about 36 frames; memory_bytes difference between the new-stack "
+                "and known-stack runs)"
+            )
+        st = mic.get("stop")
+        if st:
+            lines.append(
+                f"- stop(): {st['stop_s'] * 1000:.1f} ms after {st['samples_stored']} samples "
+                f"stored ({st['threads']} threads, wall mode 1 kHz); materialising "
+                f"Profile.samples afterwards: {st['materialise_samples_s']:.1f} s"
+            )
+        rs = mic.get("rss")
+        if rs:
+            lines.append(
+                f"- RSS over a {rs['seconds']:.0f} s CPU-mode 1 kHz session with "
+                f"{rs['distinct_stacks']} recurring stacks: {rs['rss_warm'] / 1e6:.1f} MB after "
+                f"warm-up, {rs['rss_end'] / 1e6:.1f} MB at the end "
+                f"(+{(rs['rss_end'] - rs['rss_warm']) / 1e6:.1f} MB); {rs['samples']} samples, "
+                f"memory_bytes {rs['memory_bytes'] / 1e6:.1f} MB; "
+                f"stop() {rs['stop_s'] * 1000:.1f} ms"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list] = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.run", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round, short micro")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--configs", default=",".join(c.key for c in tools.CONFIGS))
+    ap.add_argument("--no-overhead", action="store_true")
+    ap.add_argument("--no-micro", action="store_true")
+    ap.add_argument("--rss-seconds", type=float, default=60.0)
+    ap.add_argument("--output", help="write the markdown here (else stdout)")
+    ap.add_argument("--json", help="write every raw measurement here")
+    args = ap.parse_args(argv)
+    repeats = 1 if args.smoke else args.repeats
+
+    def log(msg: str) -> None:
+        print("[{}] {}".format(time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+
+    report: dict = {
+        "command": " ".join(
+            ["python -m benchmarks.run", *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "machine": machine(),
+        "repeats": repeats,
+    }
+    log("machine: {}".format(report["machine"]))
+    configs = [tools.Config.parse(k) for k in args.configs.split(",") if k]
+    unavailable = {}
+    for c in configs:
+        why = tools.available(c)
+        if why is None and c.out_of_process:
+            # py-spy needs ptrace permission (root, CAP_SYS_PTRACE or ptrace_scope 0): try it.
+            try:
+                run_once("json", WORKLOADS["json"].smoke, c)
+            except (RuntimeError, OSError, ValueError) as e:
+                why = f"py-spy could not sample the target here ({str(e).strip()[-200:]})"
+        if why:
+            unavailable[c.key] = why
+            log(f"skipping {c.label}: {why}")
+    report["configs"] = [c.key for c in configs]
+    report["unavailable"] = unavailable
+    if not args.no_overhead:
+        runnable = [c for c in configs if c.key not in unavailable]
+        report["overhead"] = {}
+
+        def checkpoint() -> None:
+            if args.json:
+                Path(args.json).write_text(json.dumps(report, indent=1, default=str) + "\n")
+
+        overhead(
+            args.workloads.split(","),
+            runnable,
+            repeats,
+            args.smoke,
+            log,
+            report["overhead"],
+            checkpoint,
+        )
+    if not args.no_micro:
+        micro: dict = {}
+        micro["handler"] = handler_cost([10, 50, 200], 0.5 if args.smoke else 8.0, 1000, log)
+        micro["resolver"] = resolver_cost(0.5 if args.smoke else 10.0, log)
+        micro["stop"] = stop_latency(2000 if args.smoke else 100_000, 10 if args.smoke else 60, log)
+        micro["rss"] = rss_growth(2.0 if args.smoke else args.rss_seconds, log)
+        report["micro"] = micro
+    report["loadavg_end"] = os.getloadavg()
+    text = markdown(report)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    else:
+        print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

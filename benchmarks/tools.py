@@ -1,0 +1,150 @@
+"""The profilers compared, behind one start/stop interface.
+
+A `Config` names one profiler at one rate. `start(config)` begins profiling in this process and
+returns a function that stops it and returns a small dict of what the profiler reports
+(samples, distinct stacks, ...). py-spy runs out of process: the runner attaches it to the
+child by pid (`config.out_of_process`), so `start()` does nothing for it here.
+
+cProfile and yappi are deterministic (every call is traced), so they have no rate. pyinstrument
+runs at the interval asked; it samples the thread that started it only, as its users run it.
+The other profilers are optional: `available(config)` says whether this interpreter has them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from typing import Callable, NamedTuple, Optional
+
+
+class Config(NamedTuple):
+    tool: str  # none, spprof, cProfile, pyinstrument, yappi, py-spy
+    rate_hz: int = 0  # 0 for deterministic profilers and the baseline
+    mode: str = ""  # spprof: cpu, wall or native
+
+    @property
+    def label(self) -> str:
+        parts = [self.tool]
+        if self.mode:
+            parts.append(self.mode)
+        if self.rate_hz:
+            parts.append(f"{self.rate_hz} Hz" if self.rate_hz < 1000 else "1 kHz")
+        return " ".join(parts)
+
+    @property
+    def key(self) -> str:
+        return f"{self.tool}-{self.mode or 'x'}-{self.rate_hz}"
+
+    @property
+    def out_of_process(self) -> bool:
+        return self.tool == "py-spy"
+
+    @staticmethod
+    def parse(key: str) -> Config:
+        tool, mode, rate = key.rsplit("-", 2)
+        return Config(tool, int(rate), "" if mode == "x" else mode)
+
+
+BASELINE = Config("none")
+
+# Every profiled configuration of the overhead table, in column order.
+CONFIGS = (
+    Config("spprof", 100, "cpu"),
+    Config("spprof", 1000, "cpu"),
+    Config("spprof", 100, "wall"),
+    Config("spprof", 1000, "wall"),
+    Config("spprof", 100, "native"),  # CPU mode with native=True (skipped where it raises)
+    Config("spprof", 1000, "native"),
+    Config("cProfile"),
+    Config("pyinstrument", 1000),  # its default interval (1 ms)
+    Config("yappi"),  # wall clock (its cpu clock costs a syscall per call), all threads
+    Config("py-spy", 100),  # its default rate
+)
+
+
+def py_spy_path() -> Optional[str]:
+    """py-spy installed next to this interpreter, else on PATH."""
+    here = shutil.which("py-spy", path=str(__import__("pathlib").Path(sys.executable).parent))
+    return here or shutil.which("py-spy")
+
+
+def available(config: Config) -> Optional[str]:
+    """None if `config` can run here, else why not (a short phrase for the table)."""
+    if config.tool == "py-spy":
+        return None if py_spy_path() else "py-spy not installed"
+    if config.tool in ("pyinstrument", "yappi") and importlib.util.find_spec(config.tool) is None:
+        return f"{config.tool} not installed"
+    if config.tool == "spprof" and config.mode == "native":
+        import spprof
+
+        try:
+            spprof.start(interval_ms=10, native=True)
+        except NotImplementedError:
+            return "native=True not implemented yet"
+        spprof.stop()
+    return None
+
+
+def start(config: Config) -> Callable[[], dict]:
+    """Start profiling this process as `config` says; returns the stop function."""
+    if config.tool in ("none", "py-spy"):
+        return dict
+    if config.tool == "spprof":
+        import spprof
+
+        spprof.start(
+            interval_ms=1000.0 / config.rate_hz,
+            mode="cpu" if config.mode == "native" else config.mode,
+            native=config.mode == "native",
+        )
+
+        def stop_spprof() -> dict:
+            spprof.stop()
+            st = spprof.stats()
+            return {
+                "samples": st["samples_stored"],
+                "signals": st["signals"],
+                "dropped": st["samples_dropped"],
+                "distinct_stacks": st["distinct_stacks"],
+                "memory_bytes": st["memory_bytes"],
+            }
+
+        return stop_spprof
+    if config.tool == "cProfile":
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+
+        def stop_cprofile() -> dict:
+            prof.disable()
+            prof.create_stats()
+            return {"functions": len(prof.stats)}  # type: ignore[attr-defined]
+
+        return stop_cprofile
+    if config.tool == "pyinstrument":
+        from pyinstrument import Profiler
+
+        prof = Profiler(interval=1.0 / config.rate_hz)
+        prof.start()
+
+        def stop_pyinstrument() -> dict:
+            session = prof.stop()
+            return {"samples": session.sample_count}
+
+        return stop_pyinstrument
+    if config.tool == "yappi":
+        import yappi
+
+        yappi.set_clock_type("wall")
+        yappi.start(builtins=False, profile_threads=True)
+
+        def stop_yappi() -> dict:
+            yappi.stop()
+            n = len(yappi.get_func_stats())
+            yappi.clear_stats()
+            return {"functions": n}
+
+        return stop_yappi
+    raise ValueError(f"unknown tool {config.tool!r}")
