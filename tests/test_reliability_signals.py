@@ -89,12 +89,6 @@ def test_sigint_during_a_cli_session_with_threads_exits_130_and_writes_the_profi
     assert "busy" in frames
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: once the application installs its own SIGPROF handler after start(), spprof "
-    "captures nothing more (its timer signals go to the application's handler); the brief "
-    "expects both to keep working",
-)
 def test_application_installing_its_sigprof_handler_after_start_both_keep_working():
     _, r = run_workload("rel_signals.py", "app_after", timeout=60)
     figure("app_handler_after_start", **{k: v for k, v in r.items() if k != "timers_left"})

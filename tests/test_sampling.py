@@ -7,6 +7,8 @@ import math
 import random
 import time
 
+import pytest
+
 import spprof
 import workloads as w
 from conftest import samples_in
@@ -126,3 +128,37 @@ def test_thousands_of_exec_functions_never_get_a_wrong_name():
                 unknown += 1
     assert unknown == spprof.stats()["unknown_frames"]
     assert any(f.function_name.startswith("f_") for s in samples for f in s.frames)
+
+
+def test_overhead_budget_widens_the_interval_and_keeps_time_exact():
+    with spprof.Profiler(interval_ms=1, max_overhead_pct=0.001) as p:
+        t0 = time.thread_time()
+        w.spin(2.0)
+        cpu = time.thread_time() - t0
+    stats = spprof.stats()
+    # widened well past the requested 1 ms, up to its cap of 100 times it
+    assert 10 <= stats["effective_interval_ms"] <= 100, stats
+    assert stats["interval_changes"] >= 1
+    assert stats["overhead_pct"] >= 0
+    assert stats["signal_cost_ns"] > 0
+    samples = p.get_samples()
+    # fewer samples than at 1 ms (about 250 a second: the timer tick), same sampled time
+    assert len(samples) < 0.6 * 250 * cpu
+    total = sum(s.weight_ns for s in samples) / 1e9
+    assert abs(total - cpu) <= 0.1 * cpu, (total, cpu)
+
+
+def test_generous_overhead_budget_keeps_the_requested_interval():
+    with spprof.Profiler(interval_ms=10, max_overhead_pct=50) as p:
+        w.spin(1.2)
+    stats = spprof.stats()
+    assert stats["effective_interval_ms"] == 10.0
+    assert stats["interval_changes"] == 0
+    assert 90 <= len(p.get_samples()) <= 150
+
+
+@pytest.mark.parametrize("bad", [0, -1, 101, "1%", True])
+def test_bad_overhead_budget_is_a_value_error(bad):
+    with pytest.raises(ValueError, match="max_overhead_pct"):
+        spprof.start(max_overhead_pct=bad)
+    assert not spprof.is_active()

@@ -10,7 +10,7 @@ _FALSE = {"", "0", "false", "no", "off"}
 
 
 def _parse(value: str) -> bool:
-    v = value.strip().lower()
+    v = value.lower()  # exactly the words the native log accepts (log.cpp)
     if v in _TRUE:
         return True
     if v in _FALSE:

@@ -61,7 +61,11 @@ def _check_interval(interval_ms: Any) -> float:
 def _check_memory(limit: Any) -> float:
     if limit is None:
         return float(DEFAULT_MEMORY_LIMIT_MB)
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, (int, float))
+        or not 0 < limit < float("inf")
+    ):
         raise ValueError(f"memory_limit_mb must be a positive number of megabytes, got {limit!r}")
     return float(limit)
 
@@ -129,6 +133,7 @@ def start(
     timer: str = "auto",
     progress: bool = False,
     interpreter_frames: bool = False,
+    max_overhead_pct: Optional[float] = None,
 ) -> None:
     """Start sampling every Python thread of this process.
 
@@ -141,7 +146,17 @@ def start(
     progress: a live line on stderr (elapsed, samples, drops) while recording.
     native: record native (C/C++) frames too, interleaved with the Python frames in call
     order; interpreter_frames keeps CPython's own C frames, which are folded away by default.
+    max_overhead_pct: an overhead budget: the profiler measures its own cost and widens the
+    interval (never below interval_ms) to stay under it; stats()["effective_interval_ms"].
     """
+    if max_overhead_pct is not None and (
+        isinstance(max_overhead_pct, bool)
+        or not isinstance(max_overhead_pct, (int, float))
+        or not 0 < max_overhead_pct <= 100
+    ):
+        raise ValueError(
+            f"max_overhead_pct must be a percentage in (0, 100], got {max_overhead_pct!r}"
+        )
     global _active
     cfg = _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
     with _lock:
@@ -157,6 +172,7 @@ def start(
                 progress=bool(progress),
                 native=cfg.native,
                 interpreter_frames=bool(interpreter_frames),
+                max_overhead_pct=float(max_overhead_pct or 0),
             )
         except BaseException:
             _remove_thread_hook()
@@ -228,6 +244,7 @@ class Profiler:
         format: Optional[str] = None,
         timer: str = "auto",
         interpreter_frames: bool = False,
+        max_overhead_pct: Optional[float] = None,
     ) -> None:
         # Checked now, so a bad argument fails where the Profiler is made.
         _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
@@ -240,6 +257,7 @@ class Profiler:
             format=format,
             timer=timer,
             interpreter_frames=interpreter_frames,
+            max_overhead_pct=max_overhead_pct,
         )
         self.profile: Optional[Profile] = None
 

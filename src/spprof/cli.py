@@ -64,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--idle", action="store_true", help="wall mode: keep samples of blocked threads")
     p.add_argument("--gil", action="store_true", help="keep only samples holding the GIL")
     p.add_argument("--top", type=int, default=10, help="functions in the summary (default 10)")
+    p.add_argument(
+        "--max-overhead",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="overhead budget in percent: widen the interval to stay under it",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     return p
 
@@ -151,6 +158,16 @@ def _prepare(kind: str, target: str, args: list[str]) -> Any:
             raise CliError(f"No module named {target!r} ({exc})") from None
         if spec is None:
             raise CliError(f"No module named {target!r}")
+        if spec.submodule_search_locations is not None:  # a package: python runs its __main__
+            try:
+                main_spec = importlib.util.find_spec(target + ".__main__")
+            except (ImportError, ValueError):
+                main_spec = None
+            if main_spec is None:
+                raise CliError(
+                    f"No module named {target}.__main__; {target!r} is a package and cannot be "
+                    "directly executed"
+                )
         sys.argv = [spec.origin or target, *args]
         return lambda: runpy.run_module(target, run_name="__main__", alter_sys=True)
     code = target
@@ -212,6 +229,10 @@ def record(argv: list[str]) -> int:
         check_writable(out)
         # Validate every option before the program runs (start() would, too late for -m).
         _session._make_config(interval, opts.mode, opts.native, None, None, fmt, opts.timer)
+        if opts.max_overhead is not None and not 0 < opts.max_overhead <= 100:
+            raise CliError(
+                f"--max-overhead must be a percentage in (0, 100], got {opts.max_overhead}"
+            )
         run = _prepare(kind, target, args)
     except CliError as exc:
         print(f"spprof: error: {exc}", file=sys.stderr)
@@ -231,6 +252,7 @@ def record(argv: list[str]) -> int:
         timer=opts.timer,
         progress=not opts.quiet and sys.stderr.isatty(),
         interpreter_frames=opts.interpreter_frames,
+        max_overhead_pct=opts.max_overhead,
     )
     try:
         run()

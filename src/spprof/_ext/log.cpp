@@ -5,15 +5,28 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 
 namespace spprof {
 namespace {
 
-std::atomic<bool> g_debug{[] {
-    const char* v = std::getenv("SPPROF_DEBUG");
-    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}()};
+// The same words spprof._debug accepts: 1, true, yes, on (any case); anything else is off.
+bool env_flag_on(const char* v) {
+    if (v == nullptr) return false;
+    char word[8];
+    size_t n = 0;
+    while (v[n] != '\0' && n + 1 < sizeof word) {
+        word[n] = static_cast<char>(std::tolower(static_cast<unsigned char>(v[n])));
+        ++n;
+    }
+    if (v[n] != '\0') return false;  // longer than any accepted word
+    word[n] = '\0';
+    return std::strcmp(word, "1") == 0 || std::strcmp(word, "true") == 0 ||
+           std::strcmp(word, "yes") == 0 || std::strcmp(word, "on") == 0;
+}
+
+std::atomic<bool> g_debug{env_flag_on(std::getenv("SPPROF_DEBUG"))};
 
 void vlog(const char* level, const char* fmt, va_list ap) {
     char buf[1024];

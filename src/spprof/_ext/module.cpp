@@ -84,6 +84,7 @@ PyObject* build_stats(const Session* s) {
         const SessionCounters& c = s->counters();
         ok = put(d, "threads_seen", PyLong_FromSize_t(s->threads().size())) &&
              put(d, "threads_ended", PyLong_FromUnsignedLongLong(c.threads_ended)) &&
+             put(d, "handler_retaken", PyLong_FromUnsignedLongLong(c.handler_retaken)) &&
              put(d, "threads_found_by_scan", PyLong_FromUnsignedLongLong(c.threads_discovered_by_scan)) &&
              put(d, "timer_attach_failures", PyLong_FromUnsignedLongLong(c.attach_failures)) &&
              put(d, "drains", PyLong_FromUnsignedLongLong(c.drains)) &&
@@ -96,7 +97,16 @@ PyObject* build_stats(const Session* s) {
              put(d, "samples_stored", PyLong_FromSize_t(s->store().sample_count())) &&
              put(d, "memory_bytes", PyLong_FromSize_t(s->memory_bytes())) &&
              put(d, "memory_limit_bytes", PyLong_FromSize_t(s->config().memory_limit_bytes)) &&
-             put(d, "mode", PyUnicode_FromString(s->config().wall_mode ? "wall" : "cpu"));
+             put(d, "mode", PyUnicode_FromString(s->config().wall_mode ? "wall" : "cpu")) &&
+             put(d, "capture_ns", PyLong_FromUnsignedLongLong(cs.capture_ns)) &&
+             put(d, "effective_interval_ms",
+                 PyFloat_FromDouble(static_cast<double>(s->budget().effective_interval_ns) / 1e6));
+        if (ok && s->config().max_overhead_pct > 0) {
+            ok = put(d, "max_overhead_pct", PyFloat_FromDouble(s->config().max_overhead_pct)) &&
+                 put(d, "overhead_pct", PyFloat_FromDouble(s->budget().last_overhead_pct)) &&
+                 put(d, "interval_changes", PyLong_FromUnsignedLongLong(s->budget().interval_changes)) &&
+                 put(d, "signal_cost_ns", PyLong_FromUnsignedLongLong(s->budget().signal_cost_ns));
+        }
     }
     if (ok && s != nullptr && s->unwind_tables() != nullptr) {
         ok = put(d, "native_unwinds", PyLong_FromUnsignedLongLong(cs.native_unwinds)) &&
@@ -206,16 +216,19 @@ PyObject* export_profile(const Session* s, PyObject* stats) {
 PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     static const char* kwlist[] = {"interval_ns", "timer", "memory_limit_bytes", "ring_bytes",
                                    "drain_interval_ms", "mode", "progress", "native",
-                                   "interpreter_frames", nullptr};
+                                   "interpreter_frames", "max_overhead_pct", nullptr};
     unsigned long long interval_ns = 0, memory_limit = 0, ring_bytes = 256u << 10;
     const char* timer = "auto";
     const char* mode = "cpu";
     unsigned int drain_ms = 50;
     int progress = 0, native = 0, interpreter_frames = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKIsppp", const_cast<char**>(kwlist), &interval_ns,
+    double max_overhead_pct = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|sKKIspppd", const_cast<char**>(kwlist), &interval_ns,
                                      &timer, &memory_limit, &ring_bytes, &drain_ms, &mode, &progress,
-                                     &native, &interpreter_frames))
+                                     &native, &interpreter_frames, &max_overhead_pct))
         return nullptr;
+    if (!(max_overhead_pct >= 0 && max_overhead_pct <= 100))
+        return raise(Error::value("max_overhead_pct must be between 0 and 100"));
     ModuleState* st = state_of(module);
     if (st->session != nullptr) return raise(Error::runtime("profiler is already running"));
     if (interval_ns < 1'000'000ull || interval_ns > 1'000'000'000ull)
@@ -234,6 +247,7 @@ PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     cfg.progress = progress != 0;
     cfg.native = native != 0;
     cfg.interpreter_frames = interpreter_frames != 0;
+    cfg.max_overhead_pct = max_overhead_pct;
     auto session = std::make_unique<Session>(cfg);
     Error e = session->start();
     if (!e.ok()) {

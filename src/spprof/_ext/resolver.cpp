@@ -67,6 +67,8 @@ Resolver::Resolver() {
     const uint32_t empty = strings_.intern("");
     frames_.push_back(FrameInfo{unknown, unknown, empty, 0, 0, false});
     frames_.push_back(FrameInfo{truncated, truncated, empty, 0, 0, false});
+    const uint32_t none = strings_.intern("<no Python frame>");
+    frames_.push_back(FrameInfo{none, none, empty, 0, 0, false});
 }
 
 Resolver::~Resolver() {

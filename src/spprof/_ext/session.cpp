@@ -129,6 +129,14 @@ Error Session::start() {
         return Error::runtime("no thread could be sampled (per-thread timers refused and no fallback)");
     }
     timer_name_ = ps.timer;
+    budget_.effective_interval_ns = config_.interval_ns;
+    if (config_.max_overhead_pct > 0) {
+        budget_.signal_cost_ns = platform_calibrate_signal_ns(200);
+        window_start_ns_ = platform_monotonic_ns();
+        window_cpu_ns_ = platform_process_cpu_ns();
+        log_debug("overhead budget %.3f %%: one signal delivery costs %llu ns", config_.max_overhead_pct,
+                  static_cast<unsigned long long>(budget_.signal_cost_ns));
+    }
     if (config_.wall_mode && !platform_samples_all_threads()) {
         wall_ = std::make_unique<WallSampler>(&table_, config_.interval_ns);
         e = wall_->start();
@@ -251,6 +259,11 @@ void Session::scan_threads() {
     for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr;
          ts = PyThreadState_Next(ts)) {
         if (ts == drain_tstate_ || ts->thread_id == 0) continue;  // ours, or not bound yet
+#if PY_VERSION_HEX < 0x030C0000
+        // Before 3.12 a new thread's state is preallocated by its creator and carries the
+        // creator's ids until the new thread initialises it (gilstate_counter becomes 1).
+        if (ts->gilstate_counter == 0) continue;
+#endif
         const uint64_t tid = native_tid_of(ts);
         if (tid == 0) continue;  // native id not written yet: next scan
         auto it = live_by_tstate_.find(ts);
@@ -364,6 +377,9 @@ void Session::drain_ring(RingBuffer* ring) {
                 if (flags & kSampleTruncated) stack_buf_.push_back(Resolver::kTruncatedFrame);
                 for (uint32_t i = depth; i-- > 0;) stack_buf_.push_back(resolver_.resolve(frames[i]));
             }
+            // A thread caught with no Python frame at all (starting, ending, or C code between
+            // two callbacks): its time is real, so it is kept under a frame that says so.
+            if (stack_buf_.empty()) stack_buf_.push_back(Resolver::kNoPythonFrame);
             stack = store_.intern(stack_buf_.data(), static_cast<uint32_t>(stack_buf_.size()));
             last_stack_[serial] = stack;
         }
@@ -446,11 +462,71 @@ void Session::drain_all() {
 
 void Session::periodic() {
     if (!running_) return;
+    const uint64_t t0 = platform_monotonic_ns();
+    if (platform_keep_handler()) {
+        ++counters_.handler_retaken;
+        log_debug("the application installed its own SIGPROF handler: chaining to it, ours back in front");
+    }
     scan_threads();
     refresh_names_and_cpu();
     drain_all();
     if (unwind_) unwind_->refresh();  // modules loaded since the last pass (cheap otherwise)
     if (config_.progress) show_progress(false);
+    drain_ns_ += platform_monotonic_ns() - t0;
+    if (config_.max_overhead_pct > 0) apply_budget();
+}
+
+void Session::apply_budget() {
+    // Our cost over the window: time inside captures, signal deliveries at their calibrated
+    // cost, and the drain's GIL time; against the process's CPU time (or the elapsed time if
+    // the program mostly waited). Over budget: widen the interval in proportion (plus a
+    // margin); well under: narrow it back towards the requested one. Drain thread, GIL held.
+    constexpr uint64_t kWindowNs = 500'000'000;  // long enough to average, short enough to react
+    const uint64_t now = platform_monotonic_ns();
+    if (now - window_start_ns_ < kWindowNs) return;
+    const CaptureStats cs = capture_stats();
+    PlatformStats ps;
+    platform_get_stats(&ps);
+    const uint64_t cpu = platform_process_cpu_ns();
+    const double cost = static_cast<double>(cs.capture_ns - window_capture_ns_) +
+                        static_cast<double>(ps.signals - window_signals_) * static_cast<double>(budget_.signal_cost_ns) +
+                        static_cast<double>(drain_ns_ - window_drain_ns_);
+    const double elapsed = static_cast<double>(now - window_start_ns_);
+    const double used = static_cast<double>(cpu - window_cpu_ns_);
+    const double pct = 100.0 * cost / (used > elapsed ? used : elapsed);
+    budget_.last_overhead_pct = pct;
+    window_start_ns_ = now;
+    window_capture_ns_ = cs.capture_ns;
+    window_signals_ = ps.signals;
+    window_drain_ns_ = drain_ns_;
+    window_cpu_ns_ = cpu;
+
+    const double budget = config_.max_overhead_pct;
+    const uint64_t current = budget_.effective_interval_ns;
+    uint64_t next = current;
+    if (pct > budget) {
+        next = static_cast<uint64_t>(static_cast<double>(current) * (pct / budget) * 1.25);
+    } else if (pct < budget / 3 && current > config_.interval_ns) {
+        next = current * 2 / 3;
+    }
+    // Never below the requested interval; never past 100 times it (or 1 s): a profile that
+    // coarse says little, and the drain's own fixed cost is not reduced by widening further.
+    const uint64_t widest = config_.interval_ns * 100 < 1'000'000'000ull ? config_.interval_ns * 100 : 1'000'000'000ull;
+    if (next < config_.interval_ns) next = config_.interval_ns;
+    if (next > widest) next = widest;
+    if (next == current) return;
+    Error e = platform_set_interval(next);
+    if (!e.ok()) {
+        log_warning("overhead budget disabled: %s", e.what);
+        config_.max_overhead_pct = 0;
+        return;
+    }
+    for (size_t i = 0; i < table_.size(); ++i) platform_thread_set_interval(table_.at(i), next);
+    if (wall_) wall_->set_interval(next);
+    budget_.effective_interval_ns = next;
+    ++budget_.interval_changes;
+    log_debug("overhead %.3f %% against a budget of %.3f %%: interval now %.2f ms", pct, budget,
+              static_cast<double>(next) / 1e6);
 }
 
 void Session::show_progress(bool final) {

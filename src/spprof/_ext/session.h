@@ -49,6 +49,15 @@ struct SessionConfig {
     bool progress = false;   // a live status line on stderr (the CLI sets it on a terminal)
     bool native = false;     // unwind native frames too and interleave them with Python's
     bool interpreter_frames = false;  // native mode: keep the interpreter's own C frames
+    double max_overhead_pct = 0;      // > 0: widen the interval to keep our cost under this
+};
+
+// The overhead budget's view of the last window (stats()).
+struct BudgetState {
+    uint64_t signal_cost_ns = 0;       // calibrated cost of one signal delivery
+    uint64_t effective_interval_ns = 0;
+    uint64_t interval_changes = 0;
+    double last_overhead_pct = 0;      // measured over the last window
 };
 
 // What the profile says about one sampled thread (by serial).
@@ -74,6 +83,7 @@ struct SessionCounters {
     uint64_t threads_ended = 0;
     uint64_t attach_failures = 0;
     uint64_t off_cpu_skipped = 0;   // sampler records of blocked threads dropped in CPU mode
+    uint64_t handler_retaken = 0;   // times the application replaced our SIGPROF handler
 };
 
 class Session {
@@ -109,6 +119,7 @@ public:
     const char* timer_name() const { return timer_name_; }  // the timer this session used
     const WallSampler* wall_sampler() const { return wall_.get(); }
     const UnwindTables* unwind_tables() const { return unwind_.get(); }
+    const BudgetState& budget() const { return budget_; }
     uint32_t eval_range_count() const { return eval_.count; }
 
 private:
@@ -121,6 +132,7 @@ private:
     void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
     void build_mixed_stack(const RawSampleHeader* hdr, const RawFrame* frames, uint32_t depth);
     void show_progress(bool final);
+    void apply_budget();
     void drain_all();
     void start_drain_thread();
     void stop_drain_thread();
@@ -146,6 +158,11 @@ private:
     bool over_limit_ = false;
     const char* timer_name_ = "none";
     uint64_t last_progress_ns_ = 0;
+    // Overhead budget: cost and CPU baselines at the start of the current window.
+    BudgetState budget_;
+    uint64_t drain_ns_ = 0;  // time the drain spent holding the GIL
+    uint64_t window_start_ns_ = 0, window_capture_ns_ = 0, window_signals_ = 0,
+             window_drain_ns_ = 0, window_cpu_ns_ = 0;
     bool progress_shown_ = false;
 
     // Drain thread.

@@ -24,7 +24,8 @@ std::atomic<int> g_in_flight{0};
 
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
-        walk_errors{0}, truncated{0}, idle{0}, native_unwinds{0}, native_fp_steps{0};
+        walk_errors{0}, truncated{0}, idle{0}, native_unwinds{0}, native_fp_steps{0},
+        capture_ns{0};
     std::atomic<uint64_t> native_stops[10];
 };
 Counters g_counters;
@@ -64,6 +65,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
         ctx->busy_.store(false, std::memory_order_release);
         return false;
     }
+    const uint64_t started = platform_monotonic_ns();
     auto* hdr = static_cast<RawSampleHeader*>(space);
     auto* frames = reinterpret_cast<RawFrame*>(hdr + 1);
     const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(self),
@@ -86,7 +88,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
             if (stop < 10) bump(g_counters.native_stops[stop]);
         }
     }
-    hdr->timestamp_ns = platform_monotonic_ns();
+    hdr->timestamp_ns = started;
     hdr->weight_ns = weight_ns;
     hdr->native_tid = ctx->native_tid_;
     hdr->thread_serial = ctx->serial_;
@@ -104,6 +106,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
     ctx->last_cpu_ns_.store(platform_thread_cpu_ns(), std::memory_order_relaxed);
     ctx->captured_.fetch_add(1, std::memory_order_relaxed);
     bump(g_counters.captured);
+    g_counters.capture_ns.fetch_add(platform_monotonic_ns() - started, std::memory_order_relaxed);
     ctx->busy_.store(false, std::memory_order_release);
     return true;
 }
@@ -169,6 +172,7 @@ CaptureStats capture_stats() {
     s.walk_errors = g_counters.walk_errors.load(std::memory_order_relaxed);
     s.truncated = g_counters.truncated.load(std::memory_order_relaxed);
     s.idle = g_counters.idle.load(std::memory_order_relaxed);
+    s.capture_ns = g_counters.capture_ns.load(std::memory_order_relaxed);
     s.native_unwinds = g_counters.native_unwinds.load(std::memory_order_relaxed);
     s.native_fp_steps = g_counters.native_fp_steps.load(std::memory_order_relaxed);
     for (int i = 0; i < 10; ++i) s.native_stops[i] = g_counters.native_stops[i].load(std::memory_order_relaxed);
@@ -183,6 +187,7 @@ void capture_reset_stats() {
     g_counters.walk_errors.store(0);
     g_counters.truncated.store(0);
     g_counters.idle.store(0);
+    g_counters.capture_ns.store(0);
     g_counters.native_unwinds.store(0);
     g_counters.native_fp_steps.store(0);
     for (auto& c : g_counters.native_stops) c.store(0);

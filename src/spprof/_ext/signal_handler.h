@@ -25,6 +25,7 @@ struct CaptureStats {
     uint64_t no_thread = 0;     // the signal hit a thread we do not sample (or one ending)
     uint64_t walk_errors = 0;   // a frame read failed; the partial stack was kept
     uint64_t truncated = 0;     // deeper than kMaxPythonFrames
+    uint64_t capture_ns = 0;           // time spent inside captures (handler cost, not delivery)
     uint64_t native_unwinds = 0;       // captures that unwound native frames
     uint64_t native_fp_steps = 0;      // native frames found by the frame-pointer fallback
     uint64_t native_stops[10] = {};    // why native walks ended, by UnwindStop

@@ -89,6 +89,7 @@ void* WallSampler::thread_main(void* arg) {
 }
 
 void WallSampler::tick() {
+    if (tick_index_++ % stride_.load(std::memory_order_relaxed) != 0) return;
     const uint32_t n = table_->published();
     if (slots_.size() < n) slots_.resize(n);
     for (uint32_t serial = 0; serial < n; ++serial) {

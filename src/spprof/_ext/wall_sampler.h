@@ -36,6 +36,12 @@ public:
 
     Error start();
     void stop();  // joins the sampler thread; idempotent
+    // Overhead budget: act on every k-th tick only, k = interval / the base interval (ticks
+    // stay on the base schedule, so nothing drifts). Any thread.
+    void set_interval(uint64_t interval_ns) {
+        const uint64_t k = (interval_ns + interval_ns_ / 2) / interval_ns_;
+        stride_.store(k < 1 ? 1u : static_cast<uint32_t>(k), std::memory_order_relaxed);
+    }
 
     uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
     uint64_t missed_ticks() const { return missed_.load(std::memory_order_relaxed); }
@@ -59,6 +65,8 @@ private:
     pthread_t thread_{};
     bool started_ = false;
     std::atomic<bool> running_{false};
+    std::atomic<uint32_t> stride_{1};
+    uint64_t tick_index_ = 0;  // sampler thread only
     std::atomic<uint64_t> ticks_{0}, missed_{0}, signals_{0}, idle_{0}, idle_dropped_{0};
 };
 

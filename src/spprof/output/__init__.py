@@ -62,6 +62,8 @@ def check_writable(path: PathLike) -> Path:
     if p.is_dir():
         raise IsADirectoryError(21, f"output path is a directory: {p}")
     parent = p.parent if str(p.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise NotADirectoryError(20, f"output path is under a file, not a directory: {parent}")
     if not parent.is_dir():
         raise FileNotFoundError(2, f"output directory does not exist: {parent}")
     if not os.access(parent, os.W_OK | os.X_OK):

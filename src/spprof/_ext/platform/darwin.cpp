@@ -143,6 +143,22 @@ bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t*
     return true;
 }
 
+// The Mach sampler's interval is fixed for a session: no overhead budget on macOS yet.
+Error platform_set_interval(uint64_t /*interval_ns*/) {
+    return Error::not_implemented("changing the interval of a running Mach sampler");
+}
+void platform_thread_set_interval(ThreadCtx* /*ctx*/, uint64_t /*interval_ns*/) {}
+uint64_t platform_calibrate_signal_ns(uint32_t /*rounds*/) { return 0; }
+
+uint64_t platform_process_cpu_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// No signal handler on macOS: nothing to keep.
+bool platform_keep_handler() { return false; }
+
 }  // namespace spprof
 
 #endif  // __APPLE__

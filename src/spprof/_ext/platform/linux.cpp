@@ -42,7 +42,11 @@ std::atomic<int> g_mode{static_cast<int>(Mode::kNone)};
 std::atomic<uint64_t> g_interval_ns{0};
 TimerKind g_kind = TimerKind::kAuto;
 bool g_handler_installed = false;
-struct sigaction g_prev_action;  // the handler before ours; read by the handler for chaining
+// The handler before ours, read by the handler for chaining. Two slots: a replacement (the
+// application installed its own handler after start()) is written into the idle slot and
+// published by flipping the index, so a handler never reads a half-written sigaction.
+struct sigaction g_prev_actions[2];
+std::atomic<int> g_prev_slot{0};
 
 struct Counters {
     std::atomic<uint64_t> signals{0}, foreign{0}, overruns{0}, timers_active{0},
@@ -58,7 +62,7 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
 // action (terminate) is not replayed: a stray SIGPROF while profiling is counted and dropped.
 void chain(int signo, siginfo_t* si, void* uc) {
     bump(g_stats.foreign);
-    const struct sigaction& prev = g_prev_action;
+    const struct sigaction& prev = g_prev_actions[g_prev_slot.load(std::memory_order_acquire)];
     if (prev.sa_flags & SA_SIGINFO) {
         if (prev.sa_sigaction != nullptr) prev.sa_sigaction(signo, si, uc);
     } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN &&
@@ -68,8 +72,16 @@ void chain(int signo, siginfo_t* si, void* uc) {
 }
 
 // SIGNAL-SAFE, NO-HEAP: the SIGPROF handler.
+// sigev value of the calibration signals: recognised first and returned from at once.
+constexpr uint64_t kCalibrationValue = kTimerValueMagic | 0xFFFFFFFFull;
+
 void on_sigprof(int signo, siginfo_t* si, void* uc) {
     const int saved_errno = errno;
+    if (si != nullptr && si->si_code == SI_QUEUE &&
+        reinterpret_cast<uint64_t>(si->si_value.sival_ptr) == kCalibrationValue) {
+        errno = saved_errno;
+        return;
+    }
     const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
     const uint64_t interval = g_interval_ns.load(std::memory_order_relaxed);
     if (si != nullptr && mode == Mode::kPerThread && si->si_code == SI_TIMER) {
@@ -116,7 +128,8 @@ Error install_handler() {
     sigemptyset(&sa.sa_mask);
     struct sigaction prev;
     if (sigaction(SIGPROF, &sa, &prev) != 0) return Error::os("sigaction(SIGPROF) failed", errno);
-    g_prev_action = prev;
+    g_prev_actions[0] = prev;
+    g_prev_slot.store(0, std::memory_order_release);
     g_handler_installed = true;
     return Error::none();
 }
@@ -136,7 +149,7 @@ void restore_handler() {
         ign.sa_handler = SIG_IGN;
         sigemptyset(&ign.sa_mask);
         sigaction(SIGPROF, &ign, nullptr);
-        sigaction(SIGPROF, &g_prev_action, nullptr);
+        sigaction(SIGPROF, &g_prev_actions[g_prev_slot.load()], nullptr);
     } else {
         log_debug("SIGPROF handler was replaced by the application; leaving theirs in place");
     }
@@ -294,9 +307,76 @@ void platform_after_fork_child() {
     g_mode.store(static_cast<int>(Mode::kNone));
     g_stats.timers_active.store(0);
     if (g_handler_installed) {
-        sigaction(SIGPROF, &g_prev_action, nullptr);
+        sigaction(SIGPROF, &g_prev_actions[g_prev_slot.load()], nullptr);
         g_handler_installed = false;
     }
+}
+
+Error platform_set_interval(uint64_t interval_ns) {
+    g_interval_ns.store(interval_ns, std::memory_order_relaxed);
+    if (static_cast<Mode>(g_mode.load()) == Mode::kItimer) return start_itimer(interval_ns);
+    return Error::none();
+}
+
+void platform_thread_set_interval(ThreadCtx* ctx, uint64_t interval_ns) {
+    if (ctx->platform_ == nullptr) return;
+    // Keep the time left to the next expiry (capped by the new interval): re-arming from zero
+    // would drop the CPU time the thread spent since its last sample.
+    struct itimerspec old;
+    uint64_t left = interval_ns;
+    if (timer_gettime(ctx->platform_->id, &old) == 0) {
+        const uint64_t rem = static_cast<uint64_t>(old.it_value.tv_sec) * 1000000000ull +
+                             static_cast<uint64_t>(old.it_value.tv_nsec);
+        if (rem > 0 && rem < left) left = rem;
+    }
+    struct itimerspec its;
+    its.it_interval.tv_sec = static_cast<time_t>(interval_ns / 1000000000ull);
+    its.it_interval.tv_nsec = static_cast<long>(interval_ns % 1000000000ull);
+    its.it_value.tv_sec = static_cast<time_t>(left / 1000000000ull);
+    its.it_value.tv_nsec = static_cast<long>(left % 1000000000ull);
+    timer_settime(ctx->platform_->id, 0, &its, nullptr);
+}
+
+uint64_t platform_calibrate_signal_ns(uint32_t rounds) {
+    if (rounds == 0 || !g_handler_installed) return 0;
+    siginfo_t info;
+    std::memset(&info, 0, sizeof info);
+    info.si_signo = SIGPROF;
+    info.si_code = SI_QUEUE;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    info.si_value.sival_ptr = reinterpret_cast<void*>(kCalibrationValue);
+    const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+    // A signal queued to ourselves is delivered before the system call returns, so each
+    // round trip times one delivery of our handler.
+    const uint64_t t0 = platform_monotonic_ns();
+    for (uint32_t i = 0; i < rounds; ++i) syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info);
+    return (platform_monotonic_ns() - t0) / rounds;
+}
+
+uint64_t platform_process_cpu_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+bool platform_keep_handler() {
+    if (!g_handler_installed) return false;
+    struct sigaction current;
+    if (sigaction(SIGPROF, nullptr, &current) != 0) return false;
+    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigprof) return false;
+    // The application installed its own SIGPROF handler while we sample: make it the one we
+    // chain to (so it still gets its signals) and put ours back in front of it.
+    const int idle = 1 - g_prev_slot.load(std::memory_order_relaxed);
+    g_prev_actions[idle] = current;
+    g_prev_slot.store(idle, std::memory_order_release);
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigprof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, nullptr);
+    return true;
 }
 
 bool platform_samples_all_threads() { return false; }

@@ -79,6 +79,23 @@ void platform_reset_stats();  // at session start
 // previous handler, without touching anything the parent owns.
 void platform_after_fork_child();
 
+// Overhead budget: change the sampling interval of a running session. platform_set_interval
+// sets the interval samples are weighted by (and the process timer's); per-thread timers are
+// re-armed one by one with platform_thread_set_interval. GIL held. kNotImplemented where the
+// platform cannot (macOS).
+Error platform_set_interval(uint64_t interval_ns);
+void platform_thread_set_interval(ThreadCtx* ctx, uint64_t interval_ns);
+// Average cost of one signal delivery to the calling thread (kernel entry, handler dispatch,
+// sigreturn), measured by signalling ourselves `rounds` times; 0 where not applicable.
+// Normal context, after platform_timer_create.
+uint64_t platform_calibrate_signal_ns(uint32_t rounds);
+// CPU time of the whole process (all threads). SIGNAL-SAFE.
+uint64_t platform_process_cpu_ns();
+
+// Called by the drain: if the application replaced our SIGPROF handler while sampling, chain
+// to theirs from now on and reinstall ours; true when that happened. GIL held.
+bool platform_keep_handler();
+
 // True where the platform itself samples every thread from a thread of its own (the Mach
 // sampler): the session then needs no wall sampler of its own.
 bool platform_samples_all_threads();
