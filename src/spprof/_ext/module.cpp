@@ -99,6 +99,7 @@ PyObject* build_stats(const Session* s) {
              put(d, "memory_limit_bytes", PyLong_FromSize_t(s->config().memory_limit_bytes)) &&
              put(d, "mode", PyUnicode_FromString(s->config().wall_mode ? "wall" : "cpu")) &&
              put(d, "capture_ns", PyLong_FromUnsignedLongLong(cs.capture_ns)) &&
+             put(d, "drain_ns", PyLong_FromUnsignedLongLong(s->drain_ns())) &&
              put(d, "effective_interval_ms",
                  PyFloat_FromDouble(static_cast<double>(s->budget().effective_interval_ns) / 1e6));
         if (ok && s->config().max_overhead_pct > 0) {

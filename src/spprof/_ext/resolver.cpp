@@ -131,6 +131,7 @@ uint32_t Resolver::resolve(const RawFrame& raw) {
     if (line < 0) line = e->first_line;
     const uint32_t id = intern_frame(FrameKey{e->qualname, e->file, e->name, line}, e->first_line);
     e->frame_by_instr.emplace(instr, id);
+    ++instr_entries_;
     return id;
 }
 
@@ -169,9 +170,8 @@ uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter) {
 }
 
 size_t Resolver::memory_bytes() const {
-    size_t per_instr = 0;
-    for (const auto& kv : codes_) per_instr += kv.second.frame_by_instr.size();
-    return strings_.memory_bytes() + codes_.size() * 160 + per_instr * 40 + natives_.size() * 48 +
+    // O(1): the drain asks every pass.
+    return strings_.memory_bytes() + codes_.size() * 160 + instr_entries_ * 40 + natives_.size() * 48 +
            frames_.size() * (sizeof(FrameInfo) + 48);
 }
 

@@ -115,6 +115,7 @@ private:
     std::vector<FrameInfo> frames_;
     StringTable strings_;
     uint64_t unknown_ = 0;
+    size_t instr_entries_ = 0;  // sum of frame_by_instr sizes, kept for memory_bytes()
     bool released_ = false;
 };
 

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -255,7 +256,7 @@ void Session::scan_threads() {
     // list (fully initialised first) and a thread unlinks its own state with the GIL held,
     // so walking the list under the GIL sees a consistent chain.
     PyInterpreterState* interp = PyThreadState_Get()->interp;
-    std::unordered_map<PyThreadState*, bool> seen;
+    seen_.clear();
     for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr;
          ts = PyThreadState_Next(ts)) {
         if (ts == drain_tstate_ || ts->thread_id == 0) continue;  // ours, or not bound yet
@@ -268,18 +269,19 @@ void Session::scan_threads() {
         if (tid == 0) continue;  // native id not written yet: next scan
         auto it = live_by_tstate_.find(ts);
         if (it != live_by_tstate_.end() && same_thread(records_[it->second], ts, tid)) {
-            seen[ts] = true;
+            seen_.push_back(ts);
             continue;
         }
         if (it != live_by_tstate_.end()) retire(it->second);
         if (register_thread(ts, ts->thread_id, tid) != nullptr) {
-            seen[ts] = true;
+            seen_.push_back(ts);
             if (running_ && drain_started_) ++counters_.threads_discovered_by_scan;
         }
     }
+    std::sort(seen_.begin(), seen_.end());
     std::vector<uint32_t> gone;
     for (const auto& kv : live_by_tstate_)
-        if (seen.find(kv.first) == seen.end()) gone.push_back(kv.second);
+        if (!std::binary_search(seen_.begin(), seen_.end(), kv.first)) gone.push_back(kv.second);
     for (uint32_t serial : gone) retire(serial);
 }
 
@@ -300,7 +302,11 @@ void Session::retire(uint32_t serial) {
         ctx->ring_.reset();
     }
     rec.alive = false;
-    refresh_cpu(serial);  // the handler's last reading: the thread itself is gone
+    // The thread's clock cannot be read any more: add what its CPU-time samples saw since
+    // the last reading (within one interval of the truth).
+    rec.cpu_last_ns += rec.weight_since_cpu_read;
+    rec.weight_since_cpu_read = 0;
+    refresh_cpu(serial);
     rec.ended_ns = platform_monotonic_ns();
     live_by_tstate_.erase(rec.tstate);
     ++counters_.threads_ended;
@@ -311,8 +317,10 @@ void Session::retire(uint32_t serial) {
 void Session::refresh_cpu(uint32_t serial) {
     ThreadRecord& rec = records_[serial];
     uint64_t now = 0;
-    if (rec.alive && platform_thread_cpu_ns_of(rec.native_tid, rec.ident, &now) && now > rec.cpu_last_ns)
+    if (rec.alive && platform_thread_cpu_ns_of(rec.native_tid, rec.ident, &now) && now >= rec.cpu_last_ns) {
         rec.cpu_last_ns = now;
+        rec.weight_since_cpu_read = 0;
+    }
     const ThreadCtx* ctx = table_.by_serial(serial);
     const uint64_t at_sample = ctx ? ctx->last_cpu_ns_.load(std::memory_order_relaxed) : 0;
     if (at_sample > rec.cpu_last_ns) rec.cpu_last_ns = at_sample;
@@ -386,6 +394,7 @@ void Session::drain_ring(RingBuffer* ring) {
         if (!(flags & kSampleStackOnly)) {
             store_.add_sample(SampleRow{hdr->timestamp_ns, hdr->weight_ns, stack,
                                         (serial & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
+            if (!config_.wall_mode) records_[serial].weight_since_cpu_read += hdr->weight_ns;
         }
         ring->pop();
     }
@@ -468,7 +477,9 @@ void Session::periodic() {
         log_debug("the application installed its own SIGPROF handler: chaining to it, ours back in front");
     }
     scan_threads();
-    refresh_names_and_cpu();
+    // Names and CPU clocks feed the thread table only (registration and retirement read
+    // them too, and the handler records CPU with each sample): every 10th pass is plenty.
+    if (passes_++ % 10 == 0) refresh_names_and_cpu();
     drain_all();
     if (unwind_) unwind_->refresh();  // modules loaded since the last pass (cheap otherwise)
     if (config_.progress) show_progress(false);

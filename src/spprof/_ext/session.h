@@ -68,6 +68,7 @@ struct ThreadRecord {
     bool name_from_threading = false;
     uint64_t cpu_start_ns = 0;     // thread CPU clock when registered
     uint64_t cpu_last_ns = 0;      // last reading while alive
+    uint64_t weight_since_cpu_read = 0;  // CPU mode: sampled CPU time since that reading
     uint64_t registered_ns = 0;
     uint64_t ended_ns = 0;         // 0 while alive
     PyThreadState* tstate = nullptr;
@@ -120,6 +121,7 @@ public:
     const WallSampler* wall_sampler() const { return wall_.get(); }
     const UnwindTables* unwind_tables() const { return unwind_.get(); }
     const BudgetState& budget() const { return budget_; }
+    uint64_t drain_ns() const { return drain_ns_; }
     uint32_t eval_range_count() const { return eval_.count; }
 
 private:
@@ -153,6 +155,8 @@ private:
     std::unique_ptr<UnwindTables> unwind_;
     EvalRanges eval_;
     std::vector<uint32_t> native_buf_;  // leaf-first frame ids while interleaving
+    std::vector<PyThreadState*> seen_;   // scan_threads scratch, reused
+    uint64_t passes_ = 0;
     uint64_t start_ns_ = 0, end_ns_ = 0;
     bool running_ = false;
     bool over_limit_ = false;

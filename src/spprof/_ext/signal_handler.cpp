@@ -101,9 +101,6 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
     hdr->native_depth = static_cast<uint16_t>(native_depth);
     hdr->reserved = 0;
     ring->commit(sizeof(RawSampleHeader) + w.depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t));
-    // The thread's own CPU clock (vDSO, no lock): the census of a thread that ends between
-    // two drains is then at most one interval stale.
-    ctx->last_cpu_ns_.store(platform_thread_cpu_ns(), std::memory_order_relaxed);
     ctx->captured_.fetch_add(1, std::memory_order_relaxed);
     bump(g_counters.captured);
     g_counters.capture_ns.fetch_add(platform_monotonic_ns() - started, std::memory_order_relaxed);

@@ -44,7 +44,9 @@ struct ThreadCtx {
     std::atomic<bool> busy_{false};  // capture in progress: a nested capture drops instead
     std::atomic<uint64_t> captured_{0};
     std::atomic<uint64_t> dropped_{0};
-    std::atomic<uint64_t> last_cpu_ns_{0};  // thread CPU clock at its latest sample
+    // Thread CPU clock when registered (Linux; the wall sampler's first baseline), or at the
+    // latest sample where reading it is cheap (the Mach sampler's THREAD_BASIC_INFO).
+    std::atomic<uint64_t> last_cpu_ns_{0};
     // Wall mode: time the next capture stands for, accumulated by the sampler thread before
     // it signals (several ticks add up if a signal is still pending), taken by the handler.
     std::atomic<uint64_t> pending_weight_ns_{0};
