@@ -107,15 +107,18 @@ def test_second_and_third_sessions_sample_at_the_requested_rate():
 
 
 def test_thousands_of_exec_functions_never_get_a_wrong_name():
+    kept = {}  # every 100th function outlives the session: those must resolve by name
     with spprof.Profiler(interval_ms=1) as p:
         for k in range(3000):
-            src = (
-                f"def f_{k}(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t\n"
-            )
+            src = f"def f_{k}(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t"
             ns: dict = {}
             exec(compile(src, f"<gen-{k}>", "exec"), ns)
-            ns[f"f_{k}"](2000)
-            del ns  # the function and its code object die right away
+            rounds = 200 if k % 100 == 0 else 1  # kept ones: ~30 ms of CPU, several ticks
+            for _ in range(rounds):
+                ns[f"f_{k}"](2000)
+            if k % 100 == 0:
+                kept[k] = ns[f"f_{k}"]
+            del ns  # the others die right away, usually before the drain sees their samples
     samples = p.get_samples()
     assert samples
     unknown = 0
@@ -127,7 +130,8 @@ def test_thousands_of_exec_functions_never_get_a_wrong_name():
             if f.function_name == "<unknown>":
                 unknown += 1
     assert unknown == spprof.stats()["unknown_frames"]
-    assert any(f.function_name.startswith("f_") for s in samples for f in s.frames)
+    named = {f.function_name for s in samples for f in s.frames if f.function_name.startswith("f_")}
+    assert len(named & {f"f_{k}" for k in kept}) >= 0.6 * len(kept), sorted(named)[:10]
 
 
 def test_overhead_budget_widens_the_interval_and_keeps_time_exact():

@@ -120,6 +120,18 @@ clockid_t thread_cpu_clock(uint64_t tid) {
     return static_cast<clockid_t>((~static_cast<unsigned int>(tid) << 3) | 6u);
 }
 
+// Queues a SIGPROF carrying `value` to thread `tid` of this process (SI_QUEUE).
+bool queue_sigprof(pid_t tid, uint64_t value) {
+    siginfo_t info;
+    std::memset(&info, 0, sizeof info);
+    info.si_signo = SIGPROF;
+    info.si_code = SI_QUEUE;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    info.si_value.sival_ptr = reinterpret_cast<void*>(value);
+    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info) == 0;
+}
+
 Error install_handler() {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
@@ -339,18 +351,11 @@ void platform_thread_set_interval(ThreadCtx* ctx, uint64_t interval_ns) {
 
 uint64_t platform_calibrate_signal_ns(uint32_t rounds) {
     if (rounds == 0 || !g_handler_installed) return 0;
-    siginfo_t info;
-    std::memset(&info, 0, sizeof info);
-    info.si_signo = SIGPROF;
-    info.si_code = SI_QUEUE;
-    info.si_pid = getpid();
-    info.si_uid = getuid();
-    info.si_value.sival_ptr = reinterpret_cast<void*>(kCalibrationValue);
     const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
     // A signal queued to ourselves is delivered before the system call returns, so each
     // round trip times one delivery of our handler.
     const uint64_t t0 = platform_monotonic_ns();
-    for (uint32_t i = 0; i < rounds; ++i) syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info);
+    for (uint32_t i = 0; i < rounds; ++i) queue_sigprof(tid, kCalibrationValue);
     return (platform_monotonic_ns() - t0) / rounds;
 }
 
@@ -382,17 +387,10 @@ bool platform_keep_handler() {
 bool platform_samples_all_threads() { return false; }
 
 bool platform_signal_thread(uint64_t tid, uint32_t serial) {
-    // rt_tgsigqueueinfo by tid rather than pthread_sigqueue by pthread_t: a pthread_t of a
-    // thread that exited is undefined behaviour, a stale tid is ESRCH (or a thread the
-    // handler will not recognise, since the serial's tstate will not match).
-    siginfo_t info;
-    std::memset(&info, 0, sizeof info);
-    info.si_signo = SIGPROF;
-    info.si_code = SI_QUEUE;
-    info.si_pid = getpid();
-    info.si_uid = getuid();
-    info.si_value.sival_ptr = reinterpret_cast<void*>(kTimerValueMagic | serial);
-    return syscall(SYS_rt_tgsigqueueinfo, getpid(), static_cast<pid_t>(tid), SIGPROF, &info) == 0;
+    // By tid rather than pthread_sigqueue by pthread_t: a pthread_t of a thread that exited is
+    // undefined behaviour, a stale tid is ESRCH (or a thread the handler will not recognise,
+    // since the serial's tstate will not match).
+    return queue_sigprof(static_cast<pid_t>(tid), kTimerValueMagic | serial);
 }
 
 void platform_sleep_until_ns(uint64_t deadline_ns) {

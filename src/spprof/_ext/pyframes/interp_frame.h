@@ -26,6 +26,44 @@ inline bool read_instr_offset(const R& r, uintptr_t code, uintptr_t instr_ptr, b
 }
 
 template <class R>
+inline bool is_code_object(const R& r, uintptr_t obj);
+
+// The one reader of every _PyInterpreterFrame layout (3.11+). `Layout` supplies the mirrored
+// struct and small accessors:
+//   using Frame = MirrorFrameXY;
+//   static uintptr_t code(const Frame&);        // the code object (or None/garbage)
+//   static uintptr_t instr_ptr(const Frame&);
+//   static bool is_shim(const Frame&);          // a C-stack entry frame (3.12+)
+//   static bool is_entry(const Frame&);         // 3.11's is_entry; false elsewhere
+//   static bool not_python(const Frame&);       // an owner that is no Python frame at all
+//   static constexpr bool kCheckCodeType;       // f_executable may be something else
+//   static constexpr char kOwnedByGenerator;
+template <class Layout, class R>
+inline bool read_interp_frame(const R& r, uintptr_t frame, FrameView* v) {
+    typename Layout::Frame f;
+    if (!r.read(frame, &f, sizeof f)) return false;
+    v->previous = reinterpret_cast<uintptr_t>(f.previous);
+    if (Layout::is_shim(f) || Layout::not_python(f)) {
+        v->is_shim = Layout::is_shim(f);
+        v->skip = true;
+        return true;
+    }
+    const uintptr_t code = Layout::code(f);
+    if (Layout::kCheckCodeType && !is_code_object(r, code)) {  // None for a shim: nothing to report
+        v->skip = true;
+        return true;
+    }
+    v->code = code;
+    v->is_entry = Layout::is_entry(f);
+    bool incomplete = false;
+    if (!read_instr_offset(r, code, Layout::instr_ptr(f), f.owner != Layout::kOwnedByGenerator,
+                           &v->instr, &incomplete))
+        return false;
+    v->skip = incomplete;
+    return true;
+}
+
+template <class R>
 inline bool is_code_object(const R& r, uintptr_t obj) {
     uintptr_t type = 0;
     return obj != 0 && r.read(obj + offsetof(PyObject, ob_type), &type, sizeof type) &&

@@ -27,6 +27,13 @@ struct MirrorFrame311 {
 struct PyLayout {
     static constexpr const char* kName = "3.11 _PyInterpreterFrame";
     static constexpr char kOwnedByGenerator = 1;
+    static constexpr bool kCheckCodeType = false;
+    using Frame = MirrorFrame311;
+    static uintptr_t code(const Frame& f) { return reinterpret_cast<uintptr_t>(f.f_code); }
+    static uintptr_t instr_ptr(const Frame& f) { return reinterpret_cast<uintptr_t>(f.prev_instr); }
+    static bool is_shim(const Frame&) { return false; }
+    static bool is_entry(const Frame& f) { return f.is_entry; }
+    static bool not_python(const Frame&) { return false; }
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
@@ -34,20 +41,9 @@ struct PyLayout {
         if (!r.read(tstate + offsetof(PyThreadState, cframe), &cframe, sizeof cframe)) return false;
         return r.read(cframe + offsetof(_PyCFrame, current_frame), out, sizeof *out);
     }
-
     template <class R>
     static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
-        MirrorFrame311 f;
-        if (!r.read(frame, &f, sizeof f)) return false;
-        v->previous = reinterpret_cast<uintptr_t>(f.previous);
-        v->code = reinterpret_cast<uintptr_t>(f.f_code);
-        v->is_entry = f.is_entry;
-        bool incomplete = false;
-        if (!read_instr_offset(r, v->code, reinterpret_cast<uintptr_t>(f.prev_instr),
-                               f.owner != kOwnedByGenerator, &v->instr, &incomplete))
-            return false;
-        v->skip = incomplete;
-        return true;
+        return read_interp_frame<PyLayout>(r, frame, v);
     }
 };
 

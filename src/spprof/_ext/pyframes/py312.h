@@ -28,6 +28,13 @@ struct PyLayout {
     static constexpr const char* kName = "3.12 _PyInterpreterFrame";
     static constexpr char kOwnedByGenerator = 1;
     static constexpr char kOwnedByCStack = 3;
+    static constexpr bool kCheckCodeType = false;
+    using Frame = MirrorFrame312;
+    static uintptr_t code(const Frame& f) { return reinterpret_cast<uintptr_t>(f.f_code); }
+    static uintptr_t instr_ptr(const Frame& f) { return reinterpret_cast<uintptr_t>(f.prev_instr); }
+    static bool is_shim(const Frame& f) { return f.owner == kOwnedByCStack; }
+    static bool is_entry(const Frame&) { return false; }  // marked from the shim by the walk
+    static bool not_python(const Frame&) { return false; }
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
@@ -35,24 +42,9 @@ struct PyLayout {
         if (!r.read(tstate + offsetof(PyThreadState, cframe), &cframe, sizeof cframe)) return false;
         return r.read(cframe + offsetof(_PyCFrame, current_frame), out, sizeof *out);
     }
-
     template <class R>
     static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
-        MirrorFrame312 f;
-        if (!r.read(frame, &f, sizeof f)) return false;
-        v->previous = reinterpret_cast<uintptr_t>(f.previous);
-        if (f.owner == kOwnedByCStack) {
-            v->is_shim = true;
-            v->skip = true;
-            return true;
-        }
-        v->code = reinterpret_cast<uintptr_t>(f.f_code);
-        bool incomplete = false;
-        if (!read_instr_offset(r, v->code, reinterpret_cast<uintptr_t>(f.prev_instr),
-                               f.owner != kOwnedByGenerator, &v->instr, &incomplete))
-            return false;
-        v->skip = incomplete;
-        return true;
+        return read_interp_frame<PyLayout>(r, frame, v);
     }
 };
 

@@ -28,34 +28,21 @@ struct PyLayout {
     static constexpr const char* kName = "3.13 _PyInterpreterFrame";
     static constexpr char kOwnedByGenerator = 1;
     static constexpr char kOwnedByCStack = 3;
+    static constexpr bool kCheckCodeType = true;  // f_executable: a code object, or None
+    using Frame = MirrorFrame313;
+    static uintptr_t code(const Frame& f) { return reinterpret_cast<uintptr_t>(f.f_executable); }
+    static uintptr_t instr_ptr(const Frame& f) { return reinterpret_cast<uintptr_t>(f.instr_ptr); }
+    static bool is_shim(const Frame& f) { return f.owner == kOwnedByCStack; }
+    static bool is_entry(const Frame&) { return false; }
+    static bool not_python(const Frame&) { return false; }
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
         return r.read(tstate + offsetof(PyThreadState, current_frame), out, sizeof *out);
     }
-
     template <class R>
     static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
-        MirrorFrame313 f;
-        if (!r.read(frame, &f, sizeof f)) return false;
-        v->previous = reinterpret_cast<uintptr_t>(f.previous);
-        if (f.owner == kOwnedByCStack) {
-            v->is_shim = true;
-            v->skip = true;
-            return true;
-        }
-        const uintptr_t exe = reinterpret_cast<uintptr_t>(f.f_executable);
-        if (!is_code_object(r, exe)) {  // None or a non-code executable: nothing to report
-            v->skip = true;
-            return true;
-        }
-        v->code = exe;
-        bool incomplete = false;
-        if (!read_instr_offset(r, v->code, reinterpret_cast<uintptr_t>(f.instr_ptr),
-                               f.owner != kOwnedByGenerator, &v->instr, &incomplete))
-            return false;
-        v->skip = incomplete;
-        return true;
+        return read_interp_frame<PyLayout>(r, frame, v);
     }
 };
 

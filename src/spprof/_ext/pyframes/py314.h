@@ -33,34 +33,21 @@ struct PyLayout {
     static constexpr char kFirstNonPythonOwner = 3;
     static constexpr char kOwnedByCStack = 4;
     static constexpr uintptr_t kStackRefTagBits = 7;  // objects are at least 8-aligned
+    static constexpr bool kCheckCodeType = true;
+    using Frame = MirrorFrame314;
+    static uintptr_t code(const Frame& f) { return f.f_executable & ~kStackRefTagBits; }
+    static uintptr_t instr_ptr(const Frame& f) { return reinterpret_cast<uintptr_t>(f.instr_ptr); }
+    static bool is_shim(const Frame& f) { return f.owner == kOwnedByCStack; }
+    static bool is_entry(const Frame&) { return false; }
+    static bool not_python(const Frame& f) { return f.owner >= kFirstNonPythonOwner; }
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
         return r.read(tstate + offsetof(PyThreadState, current_frame), out, sizeof *out);
     }
-
     template <class R>
     static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
-        MirrorFrame314 f;
-        if (!r.read(frame, &f, sizeof f)) return false;
-        v->previous = reinterpret_cast<uintptr_t>(f.previous);
-        if (f.owner >= kFirstNonPythonOwner) {
-            v->is_shim = (f.owner == kOwnedByCStack);
-            v->skip = true;
-            return true;
-        }
-        const uintptr_t exe = f.f_executable & ~kStackRefTagBits;
-        if (!is_code_object(r, exe)) {
-            v->skip = true;
-            return true;
-        }
-        v->code = exe;
-        bool incomplete = false;
-        if (!read_instr_offset(r, v->code, reinterpret_cast<uintptr_t>(f.instr_ptr),
-                               f.owner != kOwnedByGenerator, &v->instr, &incomplete))
-            return false;
-        v->skip = incomplete;
-        return true;
+        return read_interp_frame<PyLayout>(r, frame, v);
     }
 };
 
