@@ -7,7 +7,9 @@
 // up by tid. Foreign SIGPROFs are chained to the handler installed before ours.
 #if defined(__linux__)
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -440,6 +442,17 @@ bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t*
     if (!ok) return false;
     *lo = reinterpret_cast<uintptr_t>(addr);
     *hi = *lo + size;
+    return true;
+}
+
+bool platform_function_extent(const void* addr, uint64_t* lo, uint64_t* hi) {
+    Dl_info info;
+    void* extra = nullptr;  // dladdr1 stores a const ElfW(Sym)* here
+    if (dladdr1(addr, &info, &extra, RTLD_DL_SYMENT) == 0 || info.dli_saddr == nullptr) return false;
+    const auto* sym = static_cast<const ElfW(Sym)*>(extra);
+    if (sym == nullptr || sym->st_size == 0) return false;
+    *lo = reinterpret_cast<uintptr_t>(info.dli_saddr);
+    *hi = *lo + sym->st_size;
     return true;
 }
 

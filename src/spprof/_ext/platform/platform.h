@@ -122,6 +122,9 @@ bool platform_safe_read(uintptr_t addr, void* out, size_t n);
 // Stack range [lo, hi) of the live thread whose threading ident (pthread_t) is `ident`.
 // Normal context (may read /proc and allocate for the main thread).
 bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t* hi);
+// [lo, hi) of the function containing `addr`, from the loaded image itself (Linux: the ELF
+// dynamic symbol's size; macOS: the next entry of LC_FUNCTION_STARTS). Normal context.
+bool platform_function_extent(const void* addr, uint64_t* lo, uint64_t* hi);
 // Thread name as the OS knows it (Linux: /proc comm). Normal context. Returns bytes written.
 size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len);
 

@@ -1,6 +1,8 @@
 // unwind/eval_ranges.cpp: find_eval_ranges and find_function_ranges (see eval_ranges.h).
 #include "unwind/eval_ranges.h"
 
+#include "platform/platform.h"
+
 #include <dlfcn.h>
 
 #include <vector>
@@ -44,10 +46,16 @@ Error find_function_ranges(Symbolizer& symbolizer, const void* addr_in_function,
     }
     return Error::none();
 #else
+    // No split .cold parts with Apple's toolchain: one range, from the image's own table.
     (void)symbolizer;
-    (void)addr_in_function;
     (void)name;
-    return Error::not_implemented("eval ranges: only implemented on Linux");
+    uint64_t lo = 0, hi = 0;
+    if (!platform_function_extent(addr_in_function, &lo, &hi))
+        return Error::runtime("function extent not found in the image's function starts");
+    out->lo[0] = lo;
+    out->hi[0] = hi;
+    out->count = 1;
+    return Error::none();
 #endif
 }
 

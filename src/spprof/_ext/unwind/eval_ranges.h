@@ -32,7 +32,8 @@ struct EvalRanges {
 // Fill `out` with the ranges of _PyEval_EvalFrameDefault and its parts in this process.
 // Normal context (dlsym, file reads, allocation), the thread that owns `symbolizer`; GIL not
 // needed. Errors: kRuntime when the function cannot be found (then count == 0 and the drain
-// should put all Python frames above the native ones), kNotImplemented off Linux.
+// should put all Python frames above the native ones). macOS: one range, from the image's
+// LC_FUNCTION_STARTS (platform_function_extent).
 Error find_eval_ranges(Symbolizer& symbolizer, EvalRanges* out);
 
 // Same, for any function name; used by find_eval_ranges and by tests.
