@@ -119,6 +119,7 @@ def overhead(
         size = w.smoke if smoke else w.full
         per: dict = collections.defaultdict(list)
         base_walls: list = []
+        base_cpus: list = []
         for r in range(repeats):
             order = configs[r % len(configs) :] + configs[: r % len(configs)]
             seq: list = []
@@ -132,17 +133,25 @@ def overhead(
             for i, (c, res) in enumerate(runs):
                 if c == tools.BASELINE:
                     base_walls.append(res["wall_s"])
+                    base_cpus.append(res["cpu_s"])
                     continue
                 before = max(b for b in bases if b < i)
                 after = min(b for b in bases if b > i)
                 base = (runs[before][1]["wall_s"] + runs[after][1]["wall_s"]) / 2
                 res["slowdown"] = res["wall_s"] / base
+                base_cpu = (runs[before][1]["cpu_s"] + runs[after][1]["cpu_s"]) / 2
+                res["cpu_slowdown"] = res["cpu_s"] / base_cpu if base_cpu > 0 else None
                 per[c.key].append(res)
             log(
                 f"{name:<20} round {r + 1}/{repeats}  base {statistics.median(base_walls):.2f}s  "
                 + " ".join(f"{c.key}={per[c.key][-1]['slowdown']:.3f}" for c in configs)
             )
-        results[name] = {"size": size, "baseline_wall_s": base_walls, "runs": dict(per)}
+        results[name] = {
+            "size": size,
+            "baseline_wall_s": base_walls,
+            "baseline_cpu_s": base_cpus,
+            "runs": dict(per),
+        }
         checkpoint()
     return results
 
@@ -331,8 +340,10 @@ def _pct(x: float) -> str:
     return "%+.1f %%" % ((x - 1) * 100)
 
 
-def _cell(runs: list) -> str:
-    s = [r["slowdown"] for r in runs]
+def _cell(runs: list, key: str = "slowdown") -> str:
+    s = [r[key] for r in runs if r.get(key) is not None]
+    if not s:
+        return "-"
     med = statistics.median(s)
     if len(s) == 1:
         return _pct(med)
@@ -347,7 +358,7 @@ def markdown(report: dict) -> str:
         ),
         "Load average (1/5/15 min) at start {}, at end {}.".format(
             "/".join(f"{x:.2f}" for x in m["loadavg_start"]),
-            "/".join(f"{x:.2f}" for x in report["loadavg_end"]),
+            "/".join(f"{x:.2f}" for x in report.get("loadavg_end", ())),
         ),
         "Command: `{}`".format(report["command"]),
         "",
@@ -377,6 +388,23 @@ def markdown(report: dict) -> str:
                 )
             )
         lines.append("")
+        if any("baseline_cpu_s" in res for res in ov.values()):
+            inproc = [c for c in configs if not c.out_of_process]
+            lines.append(
+                "CPU time of the whole process during the workload (all threads, os.times), "
+                "same runs, same statistics:"
+            )
+            lines.append("")
+            lines.append("| workload | baseline | " + " | ".join(c.label for c in inproc) + " |")
+            lines.append("| --- | ---: | " + " | ".join("---:" for _ in inproc) + " |")
+            for name, res in ov.items():
+                cells = [
+                    _cell(res["runs"][c.key], "cpu_slowdown") if c.key in res["runs"] else "n/a"
+                    for c in inproc
+                ]
+                base_cpu = statistics.median(res.get("baseline_cpu_s") or [0.0])
+                lines.append(f"| {name} | {base_cpu:.2f} s | {' | '.join(cells)} |")
+            lines.append("")
         un = report.get("unavailable", {})
         for k, why in un.items():
             lines.append(f"- {tools.Config.parse(k).label}: n/a, {why}.")
@@ -386,7 +414,10 @@ def markdown(report: dict) -> str:
             "of the target's workload:"
         )
         lines.append("")
-        samplers = [c for c in configs if c.rate_hz and c.key not in un]
+        # pyinstrument's session.sample_count is not a count of stack samples: left out.
+        samplers = [
+            c for c in configs if c.rate_hz and c.key not in un and c.tool != "pyinstrument"
+        ]
         lines.append("| workload | " + " | ".join(c.label for c in samplers) + " | py-spy CPU |")
         lines.append("| --- | " + " | ".join("---:" for _ in samplers) + " | ---: |")
         for name, res in ov.items():
@@ -468,7 +499,15 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--rss-seconds", type=float, default=60.0)
     ap.add_argument("--output", help="write the markdown here (else stdout)")
     ap.add_argument("--json", help="write every raw measurement here")
+    ap.add_argument("--from-json", help="only re-render the markdown of an earlier --json file")
     args = ap.parse_args(argv)
+    if args.from_json:
+        text = markdown(json.loads(Path(args.from_json).read_text()))
+        if args.output:
+            Path(args.output).write_text(text + "\n")
+        else:
+            print(text)
+        return 0
     repeats = 1 if args.smoke else args.repeats
 
     def log(msg: str) -> None:

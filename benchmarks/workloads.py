@@ -1,6 +1,6 @@
 """Benchmark workloads: each is a function of one integer size, with a full and a smoke size.
 
-The full sizes take about 2 s unprofiled on the 2-core reference machine (docs/performance.md);
+The full sizes take 2-3 s unprofiled on the 2-core reference machine (docs/performance.md);
 the smoke sizes take a few milliseconds, so CI can run every benchmark once. No workload
 prints, allocates unboundedly or depends on anything outside the standard library.
 """
@@ -300,7 +300,7 @@ def stack_depth_here() -> int:
 class Workload(NamedTuple):
     name: str
     func: Callable[[int], object]
-    full: int  # about 2 s unprofiled on the reference machine
+    full: int  # 2-3 s unprofiled on the reference machine
     smoke: int  # a few milliseconds
     kind: str
 
@@ -308,15 +308,15 @@ class Workload(NamedTuple):
 WORKLOADS = {
     w.name: w
     for w in (
-        Workload("nbody", nbody, 400, 1, "pure-Python CPU"),
-        Workload("recursion", recursion, 2000, 1, "recursion-heavy (fib)"),
-        Workload("generators_asyncio", generators_asyncio, 100, 1, "generators + asyncio"),
-        Workload("short_calls", short_calls, 88, 1, "many short calls"),
-        Workload("json", json_work, 7000, 10, "C-heavy: json"),
-        Workload("regex", regex_work, 2400, 5, "C-heavy: re"),
-        Workload("gil_release", gil_release_threads, 1000, 1, "hashlib/zlib in 2 threads"),
-        Workload("threads4", threads4, 38, 1, "4 CPU-bound threads"),
-        Workload("threads16", threads16, 34, 1, "16 CPU-bound threads"),
-        Workload("deep_stack", deep_stack, 310, 2, "deep stacks (depth 200)"),
+        Workload("nbody", nbody, 640, 1, "pure-Python CPU"),
+        Workload("recursion", recursion, 3200, 1, "recursion-heavy (fib)"),
+        Workload("generators_asyncio", generators_asyncio, 160, 1, "generators + asyncio"),
+        Workload("short_calls", short_calls, 141, 1, "many short calls"),
+        Workload("json", json_work, 11200, 10, "C-heavy: json"),
+        Workload("regex", regex_work, 3840, 5, "C-heavy: re"),
+        Workload("gil_release", gil_release_threads, 1600, 1, "hashlib/zlib in 2 threads"),
+        Workload("threads4", threads4, 61, 1, "4 CPU-bound threads"),
+        Workload("threads16", threads16, 54, 1, "16 CPU-bound threads"),
+        Workload("deep_stack", deep_stack, 500, 2, "deep stacks (depth 200)"),
     )
 }
