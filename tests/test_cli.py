@@ -195,7 +195,10 @@ def test_fork_while_profiling_child_unprofiled_parent_continues():
     res = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(res["children"]) == 5
     assert all(c["status"] == 0 and not c["child_active"] for c in res["children"])
-    assert res["parent_samples"] > 100
+    # the parent kept sampling across the forks: most of its CPU is in the profile (counted
+    # by sampled time, which stays exact when CPU contention folds expirations into overruns)
+    assert res["parent_samples"] > 20
+    assert res["parent_weight_s"] >= 0.6 * res["parent_cpu_s"], res
     assert res["pids_in_profile"] == [res["parent_pid"]]
 
 

@@ -23,6 +23,7 @@ def child_work():
 
 
 spprof.start(interval_ms=1)
+cpu0 = time.thread_time()
 parent_work(0.2)
 results = []
 for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
@@ -39,6 +40,7 @@ for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
     _, status = os.waitpid(pid, 0)
     results.append({"status": status, "child_active": flag == b"1"})
     parent_work(0.1)
+parent_cpu = time.thread_time() - cpu0
 profile = spprof.stop()
 after_fork = [s for s in profile.samples if any(f.function_name == "parent_work" for f in s.frames)]
 print(
@@ -46,6 +48,8 @@ print(
         {
             "children": results,
             "parent_samples": len(after_fork),
+            "parent_weight_s": sum(s.weight_ns for s in after_fork) / 1e9,
+            "parent_cpu_s": parent_cpu,
             "parent_pid": os.getpid(),
             "pids_in_profile": sorted({s.native_thread_id for s in profile.samples}),
         }
