@@ -43,10 +43,10 @@ def _child_cmd(module: str, *args: object) -> list:
     return [sys.executable, "-m", module, *map(str, args)]
 
 
-def _run_json(cmd: list, prefix: Optional[list] = None) -> dict:
+def _run_json(cmd: list, prefix: Optional[list] = None, timeout: float = TIMEOUT_S) -> dict:
     full = (prefix or []) + cmd
     out = subprocess.run(
-        full, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        full, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False
     )
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(full)} failed ({out.returncode}): {out.stderr}")
@@ -286,7 +286,7 @@ def stop_latency(samples: int, threads: int, log) -> dict:
 
 
 def rss_growth(seconds: float, log) -> dict:
-    res = _run_json(_child_cmd("benchmarks.micro", "rss", seconds))
+    res = _run_json(_child_cmd("benchmarks.micro", "rss", seconds), timeout=seconds + TIMEOUT_S)
     log(
         f"rss {seconds:.0f}s: {res['rss_warm'] / 1e6:.1f} MB -> {res['rss_end'] / 1e6:.1f} MB, "
         f"{res['samples']} samples"
