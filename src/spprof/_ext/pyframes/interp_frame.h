@@ -28,6 +28,22 @@ inline bool read_instr_offset(const R& r, uintptr_t code, uintptr_t instr_ptr, b
 template <class R>
 inline bool is_code_object(const R& r, uintptr_t obj);
 
+#if PY_VERSION_HEX < 0x030D0000
+// 3.11/3.12: the current frame hangs off tstate->cframe.
+template <class R>
+inline bool first_frame_via_cframe(const R& r, uintptr_t tstate, uintptr_t* out) {
+    uintptr_t cframe = 0;
+    if (!r.read(tstate + offsetof(PyThreadState, cframe), &cframe, sizeof cframe)) return false;
+    return r.read(cframe + offsetof(_PyCFrame, current_frame), out, sizeof *out);
+}
+#else
+// 3.13+: tstate->current_frame.
+template <class R>
+inline bool first_frame_direct(const R& r, uintptr_t tstate, uintptr_t* out) {
+    return r.read(tstate + offsetof(PyThreadState, current_frame), out, sizeof *out);
+}
+#endif
+
 // The one reader of every _PyInterpreterFrame layout (3.11+). `Layout` supplies the mirrored
 // struct and small accessors:
 //   using Frame = MirrorFrameXY;

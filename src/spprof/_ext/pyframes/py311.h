@@ -37,9 +37,7 @@ struct PyLayout {
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
-        uintptr_t cframe = 0;
-        if (!r.read(tstate + offsetof(PyThreadState, cframe), &cframe, sizeof cframe)) return false;
-        return r.read(cframe + offsetof(_PyCFrame, current_frame), out, sizeof *out);
+        return first_frame_via_cframe(r, tstate, out);
     }
     template <class R>
     static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {

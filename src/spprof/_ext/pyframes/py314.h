@@ -43,7 +43,7 @@ struct PyLayout {
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
-        return r.read(tstate + offsetof(PyThreadState, current_frame), out, sizeof *out);
+        return first_frame_direct(r, tstate, out);
     }
     template <class R>
     static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
