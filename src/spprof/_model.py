@@ -8,7 +8,7 @@ long session costs almost nothing and memory follows distinct stacks, not sample
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
@@ -334,8 +334,3 @@ class Profile:
         from .output import write
 
         write(self, path, format)
-
-
-def frames_of(samples: Sequence[Sample]) -> list[str]:
-    """Leaf function names of `samples` (a helper for quick checks in a REPL)."""
-    return [s.frames[-1].function_name for s in samples if s.frames]

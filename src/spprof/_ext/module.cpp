@@ -85,6 +85,7 @@ PyObject* build_stats(const Session* s) {
         ok = put(d, "threads_seen", PyLong_FromSize_t(s->threads().size())) &&
              put(d, "threads_ended", PyLong_FromUnsignedLongLong(c.threads_ended)) &&
              put(d, "handler_retaken", PyLong_FromUnsignedLongLong(c.handler_retaken)) &&
+             put(d, "off_cpu_skipped", PyLong_FromUnsignedLongLong(c.off_cpu_skipped)) &&
              put(d, "threads_found_by_scan", PyLong_FromUnsignedLongLong(c.threads_discovered_by_scan)) &&
              put(d, "timer_attach_failures", PyLong_FromUnsignedLongLong(c.attach_failures)) &&
              put(d, "drains", PyLong_FromUnsignedLongLong(c.drains)) &&
@@ -274,6 +275,7 @@ PyObject* py_stop(PyObject* module, PyObject*) {
     PyObject* result = (e.ok() && stats != nullptr) ? export_profile(session.get(), stats) : nullptr;
     Py_XDECREF(stats);
     session->release_references();
+    if (session->must_leak()) session.release();  // a capture may still be reading it
     if (!e.ok()) return raise(e);
     return result;
 }

@@ -119,7 +119,10 @@ Error Session::start() {
     }
     const TimerKind kind = config_.wall_mode ? TimerKind::kWall : config_.timer;
     Error e = platform_timer_create(config_.interval_ns, kind, &sampler_ring_);
-    if (!e.ok()) return e;
+    if (!e.ok()) {
+        if (config_.native) platform_set_native_unwinding(false);
+        return e;
+    }
     capture_enable(&table_, unwind_.get());
     running_ = true;
     scan_threads();
@@ -167,7 +170,9 @@ Error Session::stop() {
     for (size_t i = 0; i < table_.size(); ++i) platform_thread_detach(table_.at(i));
     platform_timer_destroy();
     if (!capture_disable_and_wait()) {
-        log_warning("a sample capture did not finish within 1 s of stop(); leaking the session rings");
+        // A handler may still read this session's memory: it must never be freed.
+        must_leak_ = true;
+        log_warning("a sample capture did not finish within 1 s of stop(); leaking the session");
     }
     for (size_t i = 0; i < table_.size(); ++i)
         table_.at(i)->state_.store(ThreadState::kDetached, std::memory_order_release);

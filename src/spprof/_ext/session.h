@@ -117,6 +117,8 @@ public:
     uint64_t end_ns() const { return end_ns_; }
     size_t memory_bytes() const { return store_.memory_bytes() + resolver_.memory_bytes(); }
     bool running() const { return running_; }
+    // stop() could not prove every capture finished: the owner must not delete the session.
+    bool must_leak() const { return must_leak_; }
     const char* timer_name() const { return timer_name_; }  // the timer this session used
     const WallSampler* wall_sampler() const { return wall_.get(); }
     const UnwindTables* unwind_tables() const { return unwind_.get(); }
@@ -160,6 +162,7 @@ private:
     uint64_t start_ns_ = 0, end_ns_ = 0;
     bool running_ = false;
     bool over_limit_ = false;
+    bool must_leak_ = false;
     const char* timer_name_ = "none";
     uint64_t last_progress_ns_ = 0;
     // Overhead budget: cost and CPU baselines at the start of the current window.

@@ -94,7 +94,6 @@ void platform_after_fork_child() { mach_sampler_after_fork_child(); }
 
 uint64_t platform_monotonic_ns() { return mach_sampler_now_ns(); }
 
-uint64_t platform_thread_cpu_ns() { return clock_gettime_nsec_np(CLOCK_THREAD_CPUTIME_ID); }
 
 bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long ident, uint64_t* out) {
     (void)ident;  // the registry is keyed by the system-wide id, which never gets reused

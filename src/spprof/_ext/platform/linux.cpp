@@ -409,12 +409,6 @@ uint64_t platform_monotonic_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-uint64_t platform_thread_cpu_ns() {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long /*ident*/, uint64_t* out) {
     struct timespec ts;
     if (clock_gettime(thread_cpu_clock(native_tid), &ts) != 0) return false;

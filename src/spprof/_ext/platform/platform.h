@@ -109,7 +109,6 @@ void platform_sleep_until_ns(uint64_t deadline_ns);
 
 // ---- clocks and ids (SIGNAL-SAFE) -----------------------------------------------------------
 uint64_t platform_monotonic_ns();
-uint64_t platform_thread_cpu_ns();  // calling thread's CPU time
 // CPU time of another thread by native id; returns false when it is gone.
 bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long ident, uint64_t* out);
 uint64_t platform_current_tid();
