@@ -123,7 +123,9 @@ def cmd_sigpending(limit, nthreads, timer):
     except Exception as exc:
         start_error = f"{type(exc).__name__}: {exc}"
     threads = [
-        threading.Thread(target=worker_burn, args=(0.2, cpu, f"w{i}"), name=f"w{i}")
+        # 0.5 s each: under the process-wide itimer a signal lands on whichever thread runs,
+        # and a 0.2 s thread could get none on a busy machine
+        threading.Thread(target=worker_burn, args=(0.5, cpu, f"w{i}"), name=f"w{i}")
         for i in range(nthreads)
     ]
     for t in threads:
