@@ -20,7 +20,9 @@ struct MirrorFrame311 {
     MirrorFrame311* previous;
     uint16_t* prev_instr;
     int stacktop;
-    bool is_entry;
+    // A byte, not a bool: the signal can land while the interpreter is still filling a new
+    // frame in, and loading a bool from a byte that is not 0 or 1 is undefined behaviour.
+    uint8_t is_entry;
     char owner;
 };
 
@@ -32,7 +34,7 @@ struct PyLayout {
     static uintptr_t code(const Frame& f) { return reinterpret_cast<uintptr_t>(f.f_code); }
     static uintptr_t instr_ptr(const Frame& f) { return reinterpret_cast<uintptr_t>(f.prev_instr); }
     static bool is_shim(const Frame&) { return false; }
-    static bool is_entry(const Frame& f) { return f.is_entry; }
+    static bool is_entry(const Frame& f) { return f.is_entry != 0; }
     static bool not_python(const Frame&) { return false; }
 
     template <class R>
