@@ -355,6 +355,7 @@ def cmd_exec(n, nthreads):
         unknown_elsewhere=unknown_elsewhere,
         stats_unknown=stats["unknown_frames"],
         code_objects=stats["code_objects"],
+        code_objects_kept=stats["code_objects_kept"],
         memory_bytes=stats["memory_bytes"],
         make_and_run_present=any(
             s.frames and "make_and_run" in names_on_stacks([s]) for s in profile.samples

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "code_keepalive.h"
 #include "error.h"
 #include "framewalker.h"
 #include "log.h"
@@ -95,6 +96,7 @@ PyObject* build_stats(const Session* s) {
              put(d, "distinct_stacks", PyLong_FromSize_t(s->store().stack_count())) &&
              put(d, "distinct_frames", PyLong_FromSize_t(s->resolver().frames().size())) &&
              put(d, "code_objects", PyLong_FromSize_t(s->resolver().code_count())) &&
+             put(d, "code_objects_kept", PyLong_FromUnsignedLongLong(s->keepalive().kept_total())) &&
              put(d, "samples_stored", PyLong_FromSize_t(s->store().sample_count())) &&
              put(d, "memory_bytes", PyLong_FromSize_t(s->memory_bytes())) &&
              put(d, "memory_limit_bytes", PyLong_FromSize_t(s->config().memory_limit_bytes)) &&
@@ -309,6 +311,7 @@ PyObject* py_drain(PyObject* module, PyObject*) {
 PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     platform_after_fork_child();
+    CodeKeepAlive::forget_after_fork();
     if (st->session != nullptr) {
         // Leaked on purpose: its drain thread is gone and its locks may be held.
         st->session->abandon_after_fork();

@@ -102,6 +102,9 @@ Error Session::start() {
     capture_reset_stats();
     platform_reset_stats();
     start_ns_ = platform_monotonic_ns();
+    // Before the first capture: from here no code object a sample may name can be freed
+    // before the drain has resolved it.
+    keepalive_.activate();
     // Handler first, then the table the handler reads, then the timers that fire into it.
     if (config_.native) {
         // Unwind tables and the eval loop's address ranges, before the first signal.
@@ -471,6 +474,7 @@ void Session::drain_all() {
         if (ctx->ring_) drain_ring(ctx->ring_.get());
     }
     drain_ring(&sampler_ring_);
+    keepalive_.end_of_pass();
     ++counters_.drains;
 }
 

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "code_keepalive.h"
 #include "error.h"
 #include "platform/platform.h"
 #include "resolver.h"
@@ -111,7 +112,11 @@ public:
     const StackStore& store() const { return store_; }
     const Resolver& resolver() const { return resolver_; }
     // GIL held, after stop(): drop the references the resolver holds.
-    void release_references() { resolver_.release(); }
+    void release_references() {
+        keepalive_.deactivate();
+        resolver_.release();
+    }
+    const CodeKeepAlive& keepalive() const { return keepalive_; }
     const SessionCounters& counters() const { return counters_; }
     uint64_t start_ns() const { return start_ns_; }
     uint64_t end_ns() const { return end_ns_; }
@@ -148,6 +153,7 @@ private:
     std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;
     RingBuffer sampler_ring_;
     Resolver resolver_;
+    CodeKeepAlive keepalive_;  // after resolver_: destroyed first, while the resolver still holds its refs
     StackStore store_;
     SessionCounters counters_;
     std::vector<uint32_t> stack_buf_;
