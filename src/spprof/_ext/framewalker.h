@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "code_facts.h"
 #include "sample_record.h"
 
 namespace spprof {
@@ -29,6 +30,9 @@ struct FrameView {
     bool skip = false;       // not a Python frame to report (incomplete, shim)
     bool is_shim = false;    // 3.12+: the C-stack frame pushed by each entry into the eval loop
     bool is_entry = false;   // first Python frame of a C call into the eval loop
+    bool code_may_be_other = false;  // 3.13+: f_executable may be None: skip, not an error
+    uintptr_t instr_ptr = 0;  // 3.11+: the raw instruction pointer (finish_frame turns it into instr)
+    bool check_start = false; // 3.11+: an incomplete frame is skipped (not for generators)
 };
 
 // Reads the caller's own memory. For the Linux handler, which only ever walks the thread it
@@ -64,19 +68,26 @@ struct DirectReader {
 
 namespace spprof {
 
-// Reads the fields of a code object the capture path needs. Returns false when `code` does
-// not look like a live code object.
+// Reads a code object's facts. False when `code` is not a code object (or cannot be read).
 template <class Reader>
-inline bool read_code_fingerprint(const Reader& r, uintptr_t code, uint32_t* fingerprint) {
+inline bool read_code_facts(const Reader& r, uintptr_t code, CodeFacts* out) {
     uintptr_t type = 0;
-    if (!r.read(code + offsetof(PyObject, ob_type), &type, sizeof type)) return false;
+    if (code == 0 || !r.read(code + offsetof(PyObject, ob_type), &type, sizeof type)) return false;
     if (type != reinterpret_cast<uintptr_t>(&PyCode_Type)) return false;
-    int firstlineno = 0;
+    int first_line = 0;
     uintptr_t name = 0;
-    if (!r.read(code + offsetof(PyCodeObject, co_firstlineno), &firstlineno, sizeof firstlineno))
+    if (!r.read(code + offsetof(PyCodeObject, co_firstlineno), &first_line, sizeof first_line) ||
+        !r.read(code + offsetof(PyCodeObject, co_name), &name, sizeof name))
         return false;
-    if (!r.read(code + offsetof(PyCodeObject, co_name), &name, sizeof name)) return false;
-    *fingerprint = code_fingerprint(firstlineno, name);
+    int first_traceable = 0;
+#if PY_VERSION_HEX >= 0x030B0000
+    if (!r.read(code + offsetof(PyCodeObject, _co_firsttraceable), &first_traceable,
+                sizeof first_traceable))
+        return false;
+#endif
+    out->code = code;
+    out->fingerprint = code_fingerprint(first_line, name);
+    out->first_traceable = first_traceable;
     return true;
 }
 
@@ -88,18 +99,20 @@ struct WalkResult {
 
 // Walk the Python frames of `tstate`, leaf first, into out[0..max). SIGNAL-SAFE, NO-HEAP.
 // Shims and incomplete frames do not count towards `max`; kWalkBudget bounds the loop anyway,
-// so a corrupted (cyclic) chain ends as a truncated sample, not a hang.
+// so a corrupted (cyclic) chain ends as a truncated sample, not a hang. `cache`, when given,
+// belongs to the sampled thread and is used by its capture path only.
 constexpr uint32_t kWalkBudget = 4 * kMaxPythonFrames;
 
 template <class Reader>
-inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame* out,
-                                    uint32_t max) {
+inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame* out, uint32_t max,
+                                    CodeFactsCache* cache = nullptr) {
     WalkResult res;
     uintptr_t frame = 0;
     if (!PyLayout::first_frame(r, tstate, &frame)) {
         res.error = true;
         return res;
     }
+    if (cache != nullptr) cache->sync();
     for (uint32_t step = 0; frame != 0; ++step) {
         if (step == kWalkBudget) {
             res.truncated = true;
@@ -110,25 +123,34 @@ inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame*
             res.error = true;
             break;
         }
+        frame = v.previous;
         if (v.is_shim) {
             // 3.12+: the frame recorded just before a shim is the entry frame of that eval call.
             if (res.depth > 0) out[res.depth - 1].instr |= kInstrEntryFlag;
-        } else if (!v.skip && v.code != 0) {
-            if (res.depth == max) {
-                res.truncated = true;
-                break;
-            }
-            uint32_t fp = 0;
-            if (!read_code_fingerprint(r, v.code, &fp)) {
+            continue;
+        }
+        if (v.skip || v.code == 0) continue;
+        CodeFacts read;
+        const CodeFacts* facts = cache != nullptr ? cache->find(v.code) : nullptr;
+        if (facts == nullptr) {
+            if (!read_code_facts(r, v.code, &read)) {
+                if (v.code_may_be_other) continue;  // None: nothing to report
                 res.error = true;
                 break;
             }
-            RawFrame& f = out[res.depth++];
-            f.code = v.code;
-            f.instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
-            f.fingerprint = fp;
+            if (cache != nullptr) cache->put(read);
+            facts = &read;
         }
-        frame = v.previous;
+        PyLayout::finish_frame(*facts, &v);
+        if (v.skip) continue;  // incomplete: not started yet
+        if (res.depth == max) {
+            res.truncated = true;
+            break;
+        }
+        RawFrame& f = out[res.depth++];
+        f.code = v.code;
+        f.instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
+        f.fingerprint = facts->fingerprint;
     }
     return res;
 }

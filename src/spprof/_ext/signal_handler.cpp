@@ -69,7 +69,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
     auto* hdr = static_cast<RawSampleHeader*>(space);
     auto* frames = reinterpret_cast<RawFrame*>(hdr + 1);
     const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(self),
-                                           frames, kMaxPythonFrames);
+                                           frames, kMaxPythonFrames, &ctx->code_cache_);
     if (w.error) bump(g_counters.walk_errors);
     if (w.truncated) bump(g_counters.truncated);
     // Native frames go right after the Python ones, in the same record.

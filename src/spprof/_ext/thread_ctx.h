@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "code_facts.h"
 #include "ringbuffer.h"
 
 struct _ts;  // PyThreadState, kept opaque here so platform code needs no Python.h
@@ -64,6 +65,9 @@ struct ThreadCtx {
     // reads saved registers only inside it (0/0: record only the interrupted pc).
     uintptr_t stack_lo_ = 0;
     uintptr_t stack_hi_ = 0;
+    // Facts of the code objects this thread's captures met (code_facts.h); used only by the
+    // thread's own capture path, never by a sampler walking it from outside.
+    CodeFactsCache code_cache_;
 };
 
 static_assert(std::atomic<ThreadState>::is_always_lock_free, "used from the signal handler");

@@ -5,28 +5,19 @@
 // _co_firsttraceable has not started yet (incomplete) unless a generator owns it.
 #pragma once
 
+#include "code_facts.h"
+
 namespace spprof {
 
-template <class R>
-inline bool read_instr_offset(const R& r, uintptr_t code, uintptr_t instr_ptr, bool check_start,
-                              uint32_t* instr, bool* incomplete) {
-    const uintptr_t start = code + offsetof(PyCodeObject, co_code_adaptive);
-    *incomplete = false;
-    if (check_start) {
-        int first_traceable = 0;
-        if (!r.read(code + offsetof(PyCodeObject, _co_firsttraceable), &first_traceable,
-                    sizeof first_traceable))
-            return false;
-        if (instr_ptr < start + 2u * static_cast<uintptr_t>(first_traceable)) {
-            *incomplete = true;
-        }
-    }
-    *instr = instr_ptr > start ? static_cast<uint32_t>((instr_ptr - start) / 2u) : 0u;
-    return true;
+// The instruction offset (code units) of a frame whose code object's facts are known; sets
+// v->skip for a frame that has not reached its first traceable instruction (incomplete),
+// unless a generator owns it.
+inline void finish_interp_frame(const CodeFacts& facts, FrameView* v) {
+    const uintptr_t start = facts.code + offsetof(PyCodeObject, co_code_adaptive);
+    if (v->check_start && v->instr_ptr < start + 2u * static_cast<uintptr_t>(facts.first_traceable))
+        v->skip = true;
+    v->instr = v->instr_ptr > start ? static_cast<uint32_t>((v->instr_ptr - start) / 2u) : 0u;
 }
-
-template <class R>
-inline bool is_code_object(const R& r, uintptr_t obj);
 
 #if PY_VERSION_HEX < 0x030D0000
 // 3.11/3.12: the current frame hangs off tstate->cframe.
@@ -64,26 +55,12 @@ inline bool read_interp_frame(const R& r, uintptr_t frame, FrameView* v) {
         v->skip = true;
         return true;
     }
-    const uintptr_t code = Layout::code(f);
-    if (Layout::kCheckCodeType && !is_code_object(r, code)) {  // None for a shim: nothing to report
-        v->skip = true;
-        return true;
-    }
-    v->code = code;
+    v->code = Layout::code(f);
+    v->code_may_be_other = Layout::kCheckCodeType;  // None where a shim has no code
     v->is_entry = Layout::is_entry(f);
-    bool incomplete = false;
-    if (!read_instr_offset(r, code, Layout::instr_ptr(f), f.owner != Layout::kOwnedByGenerator,
-                           &v->instr, &incomplete))
-        return false;
-    v->skip = incomplete;
+    v->instr_ptr = Layout::instr_ptr(f);
+    v->check_start = f.owner != Layout::kOwnedByGenerator;
     return true;
-}
-
-template <class R>
-inline bool is_code_object(const R& r, uintptr_t obj) {
-    uintptr_t type = 0;
-    return obj != 0 && r.read(obj + offsetof(PyObject, ob_type), &type, sizeof type) &&
-           type == reinterpret_cast<uintptr_t>(&PyCode_Type);
 }
 
 }  // namespace spprof

@@ -44,6 +44,7 @@ struct PyLayout {
     static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
         return read_interp_frame<PyLayout>(r, frame, v);
     }
+    static void finish_frame(const CodeFacts& facts, FrameView* v) { finish_interp_frame(facts, v); }
 };
 
 }  // namespace spprof

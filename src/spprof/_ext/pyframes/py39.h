@@ -35,6 +35,7 @@ struct PyLayout {
         v->is_entry = true;
         return true;
     }
+    static void finish_frame(const CodeFacts&, FrameView*) {}  // f_lasti is the offset already
 };
 
 }  // namespace spprof

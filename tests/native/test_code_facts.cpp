@@ -1,0 +1,71 @@
+// test_code_facts.cpp: the capture path's per-thread cache of code-object facts: hits return
+// what was put, a colliding code object replaces its slot, and once code objects were freed
+// (a new generation) nothing filled before matches any more.
+#include <cstdint>
+
+#include "code_facts.h"
+#include "harness.h"
+
+using spprof::CodeFacts;
+using spprof::CodeFactsCache;
+
+namespace {
+
+CodeFacts facts(uintptr_t code, uint32_t fingerprint, int32_t first_traceable) {
+    CodeFacts f;
+    f.code = code;
+    f.fingerprint = fingerprint;
+    f.first_traceable = first_traceable;
+    return f;
+}
+
+}  // namespace
+
+TEST(code_cache_returns_what_was_put) {
+    static CodeFactsCache cache;  // 6 KiB: not on the test's stack
+    cache.sync();
+    CHECK(cache.find(0x7f0000001000) == nullptr);
+    cache.put(facts(0x7f0000001000, 42, 7));
+    const CodeFacts* hit = cache.find(0x7f0000001000);
+    CHECK(hit != nullptr);
+    if (hit != nullptr) {
+        CHECK_EQ(hit->fingerprint, 42u);
+        CHECK_EQ(hit->first_traceable, 7);
+    }
+    CHECK(cache.find(0x7f0000001010) == nullptr);  // a neighbour is not a hit
+}
+
+TEST(code_cache_collision_replaces_the_slot) {
+    static CodeFactsCache cache;
+    cache.sync();
+    // Another code address that maps to the same slot (the index mixes bits 4-11 and 12-19).
+    const uintptr_t a = 0x7f0000010000;
+    uintptr_t b = 0;
+    for (uintptr_t cand = a + 16; cand < a + (1u << 20); cand += 16) {
+        if ((((cand >> 4) ^ (cand >> 12)) & 255u) == (((a >> 4) ^ (a >> 12)) & 255u)) {
+            b = cand;
+            break;
+        }
+    }
+    CHECK(b != 0);
+    cache.put(facts(a, 1, 0));
+    cache.put(facts(b, 2, 0));
+    CHECK(cache.find(a) == nullptr);
+    const CodeFacts* hit = cache.find(b);
+    CHECK(hit != nullptr && hit->fingerprint == 2u);
+}
+
+TEST(code_cache_forgets_everything_after_code_objects_were_freed) {
+    static CodeFactsCache cache;
+    cache.sync();
+    for (uintptr_t i = 0; i < 100; ++i) cache.put(facts(0x7f0000100000 + i * 512, uint32_t(i), 0));
+    CHECK(cache.find(0x7f0000100000 + 5 * 512) != nullptr);
+    spprof::code_generation().fetch_add(1);  // what CodeKeepAlive does before it frees
+    CHECK(cache.find(0x7f0000100000 + 5 * 512) != nullptr);  // not until the next walk syncs
+    cache.sync();
+    int hits = 0;
+    for (uintptr_t i = 0; i < 100; ++i) hits += cache.find(0x7f0000100000 + i * 512) != nullptr;
+    CHECK_EQ(hits, 0);
+    cache.put(facts(0x7f0000100000, 9, 0));  // filled again under the new generation
+    CHECK(cache.find(0x7f0000100000) != nullptr);
+}
