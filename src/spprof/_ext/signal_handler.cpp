@@ -149,8 +149,15 @@ bool capture_wall_by_serial(uint32_t serial, const void* ucontext) {
     // A signal whose weight an earlier delivery already took stands for no time: skip it.
     const uint64_t weight = ctx->pending_weight_ns_.exchange(0, std::memory_order_acq_rel);
     if (weight == 0) return true;
-    return capture_into(ctx, weight, ucontext,
-                        ctx->pending_idle_.exchange(false, std::memory_order_relaxed));
+    const bool ok = capture_into(ctx, weight, ucontext,
+                                 ctx->pending_idle_.exchange(false, std::memory_order_relaxed));
+    // The CPU this capture cost is not the thread running: the wall sampler measures the next
+    // tick from here. Without it a sleeping thread whose captures cost more than the run
+    // threshold (a slow build) looks busy at every tick and is signalled again and again.
+    uint64_t cpu = 0;
+    if (platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu))
+        ctx->last_cpu_ns_.store(cpu, std::memory_order_relaxed);
+    return ok;
 }
 
 bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontext) {
