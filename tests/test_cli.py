@@ -56,8 +56,12 @@ def test_profile_root_is_the_programs_module_not_spprofs_runner(tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     frames = doc["shared"]["frames"]
-    roots = {frames[s[0]]["name"] for p in doc["profiles"] for s in p["samples"] if s}
-    assert roots == {"<module>"}
+    stacks = [s for p in doc["profiles"] for s in p["samples"] if s]
+    # Every stack that reaches the program starts at its <module>; a rare sample taken while
+    # runpy compiles the script or cleans up has no program frame and keeps its runpy leaf.
+    program = [s for s in stacks if any(frames[i].get("file") == TARGET for i in s)]
+    assert {frames[s[0]]["name"] for s in program} == {"<module>"}
+    assert len(program) >= 0.9 * len(stacks), (len(program), len(stacks))
     assert all("spprof" not in f.get("file", "") for f in frames)
     assert r.stderr == ""  # -q: no summary
 

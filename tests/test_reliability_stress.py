@@ -101,6 +101,7 @@ def test_thousands_of_exec_functions_in_several_threads_never_get_a_wrong_name()
     )
     assert r["wrong"] == []
     assert r["exec_frames"] > 0 and r["make_and_run_present"]
+    assert r["def_line_frames"] <= max(2, 0.2 * r["exec_frames"]), r
     assert r["unknown_frames"] == r["stats_unknown"]
     # A code object that dies is kept until the drain has resolved its samples: the dying
     # functions keep their names (a torn read may still make a rare <unknown>, never a wrong

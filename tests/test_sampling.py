@@ -30,13 +30,16 @@ def test_cpu_split_matches_ground_truth_within_three_standard_errors():
             cpu[name] += time.thread_time() - t0
     weight = {name: sum(s.weight_ns for s in samples_in(p.get_samples(), name)) for name in funcs}
     count = {name: len(samples_in(p.get_samples(), name)) for name in funcs}
-    n = sum(count.values())
-    assert n > 300, count
+    assert sum(count.values()) > 300, count
+    # Samples carry unequal weights (timer overruns), which widens the spread of a weighted
+    # share: use the effective sample count (sum w)^2 / sum w^2, not the raw count.
+    ws = [s.weight_ns for name in funcs for s in samples_in(p.get_samples(), name)]
+    n = sum(ws) ** 2 / sum(x * x for x in ws)
     for name in funcs:
         truth = cpu[name] / sum(cpu.values())
         measured = weight[name] / sum(weight.values())
         se = math.sqrt(truth * (1 - truth) / n)
-        assert abs(measured - truth) <= 3 * se, (name, measured, truth, se, count)
+        assert abs(measured - truth) <= 3 * se, (name, measured, truth, se, n, count)
 
 
 def test_samples_carry_the_executing_line_not_the_def_line():
@@ -125,14 +128,18 @@ def test_thousands_of_exec_functions_never_get_a_wrong_name():
     samples = p.get_samples()
     stats = spprof.stats()
     starts = [a for a, _ in windows]
-    in_window = named = unknown = 0
+    in_window = named = unknown = def_line = 0
     for s in samples:
         for f in s.frames:
             if f.filename.startswith("<gen-") and f.function_name != "<module>":  # not exec itself
                 k = int(f.filename[5:-1])
                 assert f.function_name == "work", f
-                assert f.lineno in (2, 3, 4, 5), f  # a body line, never the def line
-                assert windows[k][0] <= s.timestamp_ns <= windows[k][1], (k, s.timestamp_ns, windows[k])
+                # A body line, or the def line for a sample at the call's first instruction
+                # (3.12+: RESUME carries the def line, as in CPython's own tracebacks).
+                assert f.lineno in (1, 2, 3, 4, 5), f
+                def_line += f.lineno == 1
+                t = s.timestamp_ns
+                assert windows[k][0] <= t <= windows[k][1], (k, t, windows[k])
             if f.function_name == "<unknown>":
                 unknown += 1
         k = bisect.bisect_right(starts, s.timestamp_ns) - 1
@@ -143,6 +150,7 @@ def test_thousands_of_exec_functions_never_get_a_wrong_name():
     # Dead code objects are kept until their samples are resolved: they all keep their names.
     assert in_window >= 20, in_window
     assert named >= 0.99 * in_window, (named, in_window, unknown)
+    assert def_line <= 0.2 * in_window, (def_line, in_window)  # lines come from the live code
     assert stats["code_objects_kept"] >= 3000, stats["code_objects_kept"]
 
 

@@ -326,6 +326,7 @@ def cmd_exec(n, nthreads):
     stats = spprof.stats()
     wrong = []
     exec_frames = 0
+    def_line = 0
     unknown = 0
     unknown_elsewhere = 0  # an <unknown> standing for a function that never died
     for s in profile.samples:
@@ -342,14 +343,17 @@ def cmd_exec(n, nthreads):
             ):
                 exec_frames += 1
                 prefix, k = name.split("_")
-                if f.filename != f"<gen-{prefix}-{k}>" or f.lineno not in (2, 3, 4, 5):
+                # the def line only for a sample at the call's first instruction (3.12+ RESUME)
+                if f.filename != f"<gen-{prefix}-{k}>" or f.lineno not in (1, 2, 3, 4, 5):
                     wrong.append((name, f.filename, f.lineno))
+                def_line += f.lineno == 1
             if name == "<unknown>":
                 unknown += 1
     emit(
         functions=n * (nthreads + 1),
         samples=len(profile.samples),
         exec_frames=exec_frames,
+        def_line_frames=def_line,
         wrong=wrong[:20],
         unknown_frames=unknown,
         unknown_elsewhere=unknown_elsewhere,

@@ -18,9 +18,25 @@ PyObject* g_releasing = nullptr;      // the object release() is letting go of r
 }  // namespace
 
 // Installed as PyCode_Type.tp_dealloc: runs wherever a code object's count reaches zero.
+namespace {
+
+// The calling thread's interpreter, or null (no thread state: finalisation paths).
+PyInterpreterState* current_interpreter() {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyThreadState* ts = PyThreadState_GetUnchecked();
+#else
+    PyThreadState* ts = _PyThreadState_UncheckedGet();
+#endif
+    return ts != nullptr ? ts->interp : nullptr;
+}
+
+}  // namespace
+
 void code_keepalive_on_dealloc(PyObject* op) {
     CodeKeepAlive* keeper = g_active;
-    if (keeper == nullptr || op == g_releasing) {
+    // Another interpreter's code objects are none of our samples' business, and with its own
+    // GIL (3.12+) touching our lists from there would race.
+    if (keeper == nullptr || op == g_releasing || current_interpreter() != keeper->interp_) {
         g_next_dealloc(op);
         return;
     }
@@ -42,6 +58,7 @@ void CodeKeepAlive::activate() {
         g_next_dealloc = PyCode_Type.tp_dealloc;
         PyCode_Type.tp_dealloc = &code_keepalive_on_dealloc;
     }
+    interp_ = current_interpreter();
     g_active = this;
     active_ = true;
 }

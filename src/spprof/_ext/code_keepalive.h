@@ -17,7 +17,8 @@
 // is active the wrapper only forwards.
 //
 // Threads: every function here, and the wrapper, runs with the GIL held (a code object is
-// only ever deallocated with the GIL held), which is what protects the state.
+// only ever deallocated with the GIL held), which is what protects the state. Code objects
+// of another interpreter (which may have a GIL of its own) pass straight through.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -61,6 +62,7 @@ private:
     std::vector<PyObject*> pending_;  // died since the last pass ended
     std::vector<PyObject*> aging_;    // died before it: released when the next pass ends
     uint64_t kept_total_ = 0;
+    PyInterpreterState* interp_ = nullptr;  // the profiled interpreter: others pass through
     bool active_ = false;
 };
 
