@@ -45,8 +45,10 @@ struct ThreadCtx {
     std::atomic<bool> busy_{false};  // capture in progress: a nested capture drops instead
     std::atomic<uint64_t> captured_{0};
     std::atomic<uint64_t> dropped_{0};
-    // Thread CPU clock when registered (Linux; the wall sampler's first baseline), or at the
-    // latest sample where reading it is cheap (the Mach sampler's THREAD_BASIC_INFO).
+    // Thread CPU clock when registered, then at the end of each wall-mode capture (Linux: the
+    // wall sampler's "did it run" baseline, so a capture's own cost never counts as running),
+    // or at each sample of the Mach sampler (THREAD_BASIC_INFO). CPU-mode captures on Linux
+    // leave it alone: no clock syscall on their path.
     std::atomic<uint64_t> last_cpu_ns_{0};
     // Wall mode: time the next capture stands for, accumulated by the sampler thread before
     // it signals (several ticks add up if a signal is still pending), taken by the handler.
