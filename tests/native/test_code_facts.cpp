@@ -60,7 +60,7 @@ TEST(code_cache_forgets_everything_after_code_objects_were_freed) {
     cache.sync();
     for (uintptr_t i = 0; i < 100; ++i) cache.put(facts(0x7f0000100000 + i * 512, uint32_t(i), 0));
     CHECK(cache.find(0x7f0000100000 + 5 * 512) != nullptr);
-    spprof::code_generation().fetch_add(1);  // what CodeKeepAlive does before it frees
+    spprof::g_code_generation.fetch_add(1);  // what CodeKeepAlive does before it frees
     CHECK(cache.find(0x7f0000100000 + 5 * 512) != nullptr);  // not until the next walk syncs
     cache.sync();
     int hits = 0;

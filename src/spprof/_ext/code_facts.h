@@ -9,7 +9,7 @@
 //
 // Staleness: an entry is only wrong if its code object was freed and the address reused.
 // While a session runs, code objects are freed only when CodeKeepAlive releases them at the
-// end of a drain pass, and it bumps code_generation() first; entries filled under an older
+// end of a drain pass, and it bumps g_code_generation first; entries filled under an older
 // generation no longer match.
 //
 // SIGNAL-SAFE, NO-HEAP. No Python.h here (thread_ctx.h holds a cache): the reader of these
@@ -30,7 +30,6 @@ struct CodeFacts {
 
 // Bumped before any code object is really freed while a session runs (CodeKeepAlive).
 inline std::atomic<uint64_t> g_code_generation{0};
-inline std::atomic<uint64_t>& code_generation() { return g_code_generation; }
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "read by the signal handler");
 
 class CodeFactsCache {
@@ -39,7 +38,7 @@ public:
     static constexpr uint32_t kSlots = 256;
 
     // Once per walk: entries filled before code objects were last freed stop matching.
-    void sync() { generation_ = code_generation().load(std::memory_order_acquire); }
+    void sync() { generation_ = g_code_generation.load(std::memory_order_acquire); }
     const CodeFacts* find(uintptr_t code) const {
         const Slot& s = slots_[slot(code)];
         return s.facts.code == code && s.generation == generation_ ? &s.facts : nullptr;

@@ -43,7 +43,7 @@ void code_keepalive_on_dealloc(PyObject* op) {
     try {
         keeper->pending_.push_back(op);
     } catch (const std::bad_alloc&) {
-        code_generation().fetch_add(1, std::memory_order_release);  // capture caches forget it
+        g_code_generation.fetch_add(1, std::memory_order_release);  // capture caches forget it
         g_next_dealloc(op);  // out of memory: a sample naming it becomes <unknown>, never wrong
         return;
     }
@@ -66,7 +66,7 @@ void CodeKeepAlive::activate() {
 void CodeKeepAlive::release(std::vector<PyObject*>* objs) {
     if (objs->empty()) return;
     // Before anything is freed: the capture paths' code caches must not outlive these.
-    code_generation().fetch_add(1, std::memory_order_release);
+    g_code_generation.fetch_add(1, std::memory_order_release);
     for (PyObject* op : *objs) {
         if (Py_REFCNT(op) == 1) {
             // Ours is the last reference: this dealloc must go through. Code objects that die
