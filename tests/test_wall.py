@@ -211,3 +211,58 @@ def test_cli_wall_mode_hides_idle_samples_unless_asked(tmp_path, flags, expect_s
     assert napper.rstrip().endswith("%")
     idle_pct = float(napper.split()[-1].rstrip("%"))
     assert idle_pct > 80.0 or not expect_sleeper
+
+
+def test_fast_rate_blocked_threads_cost_one_census_per_10ms_and_no_signals():
+    # At 1 kHz a sleeping thread is accounted by the census every 10 ms (idle records
+    # weighted 10 ms), not signalled: the census wakes 100 times a second, not 1,000.
+    def sleeper():
+        time.sleep(1.0)  # NAP_LINE
+
+    t = threading.Thread(target=sleeper, name="sleeper")
+    with spprof.Profiler(interval_ms=1, mode="wall") as p:
+        t.start()
+        t.join()
+    st = spprof.stats()
+    mine = [s for s in p.get_samples() if s.thread_name == "sleeper"]
+    line = w.line_of(sleeper, "NAP_LINE")
+    on_line = [s for s in mine if s.frames and s.frames[-1].lineno == line]
+    assert sum(s.weight_ns for s in on_line) >= 0.9e9, len(on_line)
+    assert all(s.idle for s in on_line)
+    assert 80 <= len(mine) <= 115, len(mine)  # ~100 censuses, not ~1,000 ticks
+    assert st["wall_ticks"] <= 1.2 * 100 * p.profile.duration_ns / 1e9, st["wall_ticks"]
+    # The main thread (joining) and the sleeper are asked for their stacks at most a few
+    # times each, never once per census.
+    assert st["wall_signals_sent"] <= 10, st["wall_signals_sent"]
+
+
+def test_thread_alternating_cpu_and_sleep_splits_its_time_between_the_two_lines():
+    def worker():
+        for _ in range(15):
+            w.spin(0.02)  # SPIN_LINE
+            time.sleep(0.03)  # SLEEP_LINE
+
+    t = threading.Thread(target=worker, name="worker")
+    with spprof.Profiler(interval_ms=1, mode="wall") as p:
+        t0 = time.monotonic()
+        t.start()
+        t.join()
+        alive = time.monotonic() - t0
+    spin_line = w.line_of(worker, "SPIN_LINE")
+    sleep_line = w.line_of(worker, "SLEEP_LINE")
+    busy = idle_sleep = other = 0
+    for s in p.get_samples():
+        if s.thread_name != "worker":
+            continue
+        in_worker = [f.lineno for f in s.frames if f.function_name == "worker"]
+        if in_worker == [spin_line] and s.on_cpu:
+            busy += s.weight_ns
+        elif in_worker == [sleep_line] and s.idle:
+            idle_sleep += s.weight_ns
+        else:
+            other += s.weight_ns
+    # 0.3 s of CPU in spin, 0.45 s asleep; the total is the thread's lifetime
+    assert 0.24e9 <= busy <= 0.36e9, (busy, idle_sleep, other)
+    assert 0.36e9 <= idle_sleep <= 0.54e9, (busy, idle_sleep, other)
+    assert other <= 0.1 * (busy + idle_sleep + other), (busy, idle_sleep, other)
+    assert abs((busy + idle_sleep + other) / 1e9 - alive) <= 0.1 * alive

@@ -131,7 +131,8 @@ PyObject* build_stats(const Session* s) {
              put(d, "wall_missed_ticks", PyLong_FromUnsignedLongLong(w->missed_ticks())) &&
              put(d, "wall_signals_sent", PyLong_FromUnsignedLongLong(w->signals_sent())) &&
              put(d, "wall_idle_records", PyLong_FromUnsignedLongLong(w->idle_records())) &&
-             put(d, "wall_idle_dropped", PyLong_FromUnsignedLongLong(w->idle_dropped()));
+             put(d, "wall_idle_dropped", PyLong_FromUnsignedLongLong(w->idle_dropped())) &&
+             put(d, "wall_state_probes", PyLong_FromUnsignedLongLong(w->state_probes()));
     }
     if (!ok) {
         Py_DECREF(d);

@@ -59,6 +59,9 @@ struct ThreadCtx {
     // Wall mode: the pending request is for a thread whose CPU clock did not move (its first
     // sample): the capture is flagged idle, not on-CPU.
     std::atomic<bool> pending_idle_{false};
+    // Linux: a per-thread CPU timer samples this thread (set by platform_thread_attach, cleared
+    // by detach). Wall mode's census relies on it for the thread's CPU time.
+    std::atomic<bool> cpu_timer_armed_{false};
     // busy_ also makes the ring's producers take turns: the thread's own handler, and in wall
     // mode the sampler thread writing an idle record for a thread it did not signal. Whoever
     // fails to take it drops and counts; nobody waits.

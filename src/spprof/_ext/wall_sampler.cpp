@@ -9,6 +9,7 @@
 #include "signal_handler.h"
 #include "suspend/deadline_loop.h"
 #include "thread_table.h"
+#include "wall_census.h"
 
 namespace spprof {
 
@@ -19,9 +20,13 @@ struct MonotonicClock {
     void sleep_until(uint64_t t) { platform_sleep_until_ns(t); }
 };
 
+// Census period floor: each wake-up costs the sampler ~30 us in a VM; threads that run are
+// sampled by their own CPU timers, so the census needs only to account for blocked time.
+constexpr uint64_t kMinCensusNs = 10'000'000;
 // Sleep slices: a stop request is seen within this even at a 1 s interval.
 constexpr uint64_t kMaxSleepNs = 50'000'000;
-// A thread counts as having run when its CPU clock moved by more than 1 % of the interval and
+// A thread counts as having run when its CPU clock moved by more than 1 % of the census period
+// and
 // at least this much: a signal handler's return path and a woken-then-reblocked syscall cost a
 // few microseconds, which is being idle, not running.
 constexpr uint64_t kMinRunNs = 20'000;
@@ -49,8 +54,9 @@ bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawF
 
 WallSampler::WallSampler(ThreadTable* table, uint64_t interval_ns)
     : table_(table),
-      interval_ns_(interval_ns),
-      run_threshold_ns_(interval_ns / 100 > kMinRunNs ? interval_ns / 100 : kMinRunNs) {}
+      census_ns_(interval_ns > kMinCensusNs ? interval_ns : kMinCensusNs),
+      run_threshold_ns_(census_ns_ / 100 > kMinRunNs ? census_ns_ / 100 : kMinRunNs),
+      sample_interval_ns_(interval_ns) {}
 
 WallSampler::~WallSampler() { stop(); }
 
@@ -70,16 +76,18 @@ void WallSampler::stop() {
     running_.store(false, std::memory_order_release);
     pthread_join(thread_, nullptr);
     started_ = false;
-    log_debug("wall sampler stopped: %llu ticks (%llu missed), %llu signals, %llu idle records",
+    log_debug("wall sampler stopped: %llu censuses (%llu missed), %llu signals, %llu idle records, "
+              "%llu state probes",
               static_cast<unsigned long long>(ticks()), static_cast<unsigned long long>(missed_ticks()),
-              static_cast<unsigned long long>(signals_sent()), static_cast<unsigned long long>(idle_records()));
+              static_cast<unsigned long long>(signals_sent()), static_cast<unsigned long long>(idle_records()),
+              static_cast<unsigned long long>(state_probes()));
 }
 
 void* WallSampler::thread_main(void* arg) {
     auto* self = static_cast<WallSampler*>(arg);
     MonotonicClock clock;
     run_deadline_loop(
-        clock, self->interval_ns_, kMaxSleepNs, self->running_,
+        clock, self->census_ns_, kMaxSleepNs, self->running_,
         [self](uint64_t) {
             self->tick();
             self->ticks_.fetch_add(1, std::memory_order_relaxed);
@@ -92,34 +100,34 @@ void WallSampler::tick() {
     if (tick_index_++ % stride_.load(std::memory_order_relaxed) != 0) return;
     const uint32_t n = table_->published();
     if (slots_.size() < n) slots_.resize(n);
+    CensusParams params;
+    params.sample_interval_ns = sample_interval_ns_.load(std::memory_order_relaxed);
+    params.census_ns = census_ns_;
+    params.run_threshold_ns = run_threshold_ns_;
     for (uint32_t serial = 0; serial < n; ++serial) {
         ThreadCtx* ctx = table_->by_serial(serial);
         if (ctx == nullptr || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached)
             continue;
-        uint64_t cpu = 0;
-        if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu)) continue;  // gone
-        const uint64_t now = platform_monotonic_ns();
-        Slot& slot = slots_[serial];
-        const uint64_t weight = slot.seen ? now - slot.last_tick_ns : interval_ns_;
-        // Ran since its previous sample? The baseline is the later of our previous reading and
-        // the one its handler took at the end of its last capture (also set at registration):
-        // the CPU a signalled thread spends in the handler must not make it look busy again.
-        const uint64_t at_capture = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
-        const uint64_t baseline = slot.last_cpu_ns > at_capture ? slot.last_cpu_ns : at_capture;
-        slot.seen = true;
-        slot.last_tick_ns = now;
-        slot.last_cpu_ns = cpu;
-        const bool first = ctx->needs_first_sample_.exchange(false, std::memory_order_acq_rel);
-        const bool ran = cpu > baseline + run_threshold_ns_;
-        if (first || ran) {
-            ctx->pending_idle_.store(!ran, std::memory_order_relaxed);
-            ctx->pending_weight_ns_.fetch_add(weight, std::memory_order_acq_rel);
+        CensusInput in;
+        if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &in.cpu_ns)) continue;  // gone
+        in.now_ns = platform_monotonic_ns();
+        in.cpu_at_capture_ns = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
+        in.first = ctx->needs_first_sample_.exchange(false, std::memory_order_acq_rel);
+        in.cpu_timer = ctx->cpu_timer_armed_.load(std::memory_order_acquire);
+        const CensusDecision d = census_step(slots_[serial], in, params, [&] {
+            probes_.fetch_add(1, std::memory_order_relaxed);
+            return platform_thread_runnable(ctx->native_tid_) != 0;
+        });
+        if (d.action == CensusAction::kSignal) {
+            ctx->pending_idle_.store(d.idle, std::memory_order_relaxed);
+            ctx->pending_weight_ns_.fetch_add(d.weight_ns > 0 ? d.weight_ns : 1, std::memory_order_acq_rel);
             if (platform_signal_thread(ctx->native_tid_, serial)) signals_.fetch_add(1, std::memory_order_relaxed);
             continue;
         }
+        if (d.action != CensusAction::kIdleRecord) continue;
         RawSampleHeader hdr{};
-        hdr.timestamp_ns = now;
-        hdr.weight_ns = weight;
+        hdr.timestamp_ns = in.now_ns;
+        hdr.weight_ns = d.weight_ns;
         hdr.native_tid = ctx->native_tid_;
         hdr.thread_serial = serial;
         hdr.flags = kSampleIdle;

@@ -124,6 +124,8 @@ bool platform_samples_all_threads() { return true; }
 // Never used on macOS (the session starts no wall sampler here); kept for the one surface.
 bool platform_signal_thread(uint64_t /*tid*/, uint32_t /*serial*/) { return false; }
 
+int platform_thread_runnable(uint64_t /*tid*/) { return -1; }  // the Mach sampler reads run states
+
 void platform_sleep_until_ns(uint64_t deadline_ns) {
     const uint64_t now = platform_monotonic_ns();
     if (deadline_ns <= now) return;

@@ -4,7 +4,9 @@
 // (timer_create on the thread's CPU clock, SIGEV_THREAD_ID, each delivery weighted by
 // 1 + overrun because CPU-clock timers fire on the scheduler tick) or by the process-wide
 // setitimer(ITIMER_PROF) fallback, which lands on whichever thread is running and is looked
-// up by tid. Foreign SIGPROFs are chained to the handler installed before ours.
+// up by tid. Wall mode uses the per-thread timers too, for the time threads run, plus the
+// census thread's queued signals (wall_sampler.h). Foreign SIGPROFs are chained to the
+// handler installed before ours.
 #if defined(__linux__)
 
 #include <dlfcn.h>
@@ -86,7 +88,7 @@ void on_sigprof(int signo, siginfo_t* si, void* uc) {
     }
     const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
     const uint64_t interval = g_interval_ns.load(std::memory_order_relaxed);
-    if (si != nullptr && mode == Mode::kPerThread && si->si_code == SI_TIMER) {
+    if (si != nullptr && (mode == Mode::kPerThread || mode == Mode::kWall) && si->si_code == SI_TIMER) {
         const uint64_t value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
         if ((value & 0xFFFFFFFF00000000ull) == kTimerValueMagic) {
             bump(g_stats.signals);
@@ -227,7 +229,8 @@ Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* /*
     if (!e.ok()) return e;
     if (kind == TimerKind::kWall) {
         g_mode.store(static_cast<int>(Mode::kWall), std::memory_order_release);
-        log_debug("timer: none (wall mode: the sampler thread signals threads that ran)");
+        log_debug("timer: per-thread CPU timers every %llu ns plus the wall census",
+                  static_cast<unsigned long long>(interval_ns));
         return Error::none();
     }
     if (kind == TimerKind::kProcess) {
@@ -247,19 +250,26 @@ Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* /*
 
 Error platform_thread_attach(ThreadCtx* ctx) {
     const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
-    // The process timer covers every thread; in wall mode the sampler thread does.
-    if (mode == Mode::kItimer || mode == Mode::kWall) return Error::none();
-    if (mode != Mode::kPerThread) return Error::runtime("sampling is not running");
+    // The process timer covers every thread.
+    if (mode == Mode::kItimer) return Error::none();
+    if (mode != Mode::kPerThread && mode != Mode::kWall) return Error::runtime("sampling is not running");
     if (ctx->platform_ != nullptr) return Error::none();
     timer_t id;
     Error e = arm_thread_timer(ctx, g_interval_ns.load(std::memory_order_relaxed), &id);
     if (e.ok()) {
         ctx->platform_ = new PlatformThread{id};
+        ctx->cpu_timer_armed_.store(true, std::memory_order_release);
         bump(g_stats.timers_active);
         log_debug("thread %llu: per-thread timer armed", static_cast<unsigned long long>(ctx->native_tid_));
         return e;
     }
     bump(g_stats.timer_failures);
+    if (mode == Mode::kWall) {
+        // The census signals this thread whenever it ran instead (coarser, still wall time).
+        log_warning("thread %llu: no CPU timer (%s: %s); the wall census samples it alone",
+                    static_cast<unsigned long long>(ctx->native_tid_), e.what, std::strerror(e.err));
+        return e;
+    }
     if (g_kind == TimerKind::kAuto && g_stats.timers_active.load() == 0) {
         // Per-thread timers are refused here (seccomp, RLIMIT_SIGPENDING): fall back to the
         // process timer for the whole session rather than mixing the two.
@@ -277,6 +287,7 @@ Error platform_thread_attach(ThreadCtx* ctx) {
 
 void platform_thread_detach(ThreadCtx* ctx) {
     if (ctx->platform_ == nullptr) return;
+    ctx->cpu_timer_armed_.store(false, std::memory_order_release);
     timer_delete(ctx->platform_->id);
     delete ctx->platform_;
     ctx->platform_ = nullptr;
@@ -393,6 +404,22 @@ bool platform_signal_thread(uint64_t tid, uint32_t serial) {
     // undefined behaviour, a stale tid is ESRCH (or a thread the handler will not recognise,
     // since the serial's tstate will not match).
     return queue_sigprof(static_cast<pid_t>(tid), kTimerValueMagic | serial);
+}
+
+int platform_thread_runnable(uint64_t tid) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%llu/stat", static_cast<unsigned long long>(tid));
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[512];
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    // "tid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+    const char* paren = std::strrchr(buf, ')');
+    if (paren == nullptr || paren[1] != ' ' || paren[2] == '\0') return -1;
+    return paren[2] == 'R' ? 1 : 0;
 }
 
 void platform_sleep_until_ns(uint64_t deadline_ns) {

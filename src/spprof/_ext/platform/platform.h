@@ -24,8 +24,9 @@ enum class TimerKind {
     kAuto,       // per-thread CPU timers, falling back to the process timer when refused
     kPerThread,  // per-thread CPU timers only
     kProcess,    // setitimer(ITIMER_PROF): process-wide, lands on whichever thread runs
-    kWall,       // wall-clock mode: no timer; the session's sampler thread signals threads
-                 // with platform_signal_thread (Linux) or the platform samples them (macOS)
+    kWall,       // wall-clock mode: per-thread CPU timers for CPU time plus the session's census
+                 // thread, which signals threads with platform_signal_thread (Linux); the
+                 // platform samples every thread itself (macOS)
 };
 
 struct PlatformStats {
@@ -103,6 +104,10 @@ bool platform_samples_all_threads();
 // Wall mode: deliver a sample request to thread `tid` of this process, carrying
 // kTimerValueMagic | serial. False when the thread is gone. Sampler thread.
 bool platform_signal_thread(uint64_t tid, uint32_t serial);
+
+// Wall mode: 1 when thread `tid` is running or waiting for a CPU, 0 when it is blocked (or
+// stopped), -1 when that cannot be told. Sampler thread (Linux: one /proc read).
+int platform_thread_runnable(uint64_t tid);
 
 // Sleep until the monotonic clock reads `deadline_ns` (absolute, no drift). Sampler thread.
 void platform_sleep_until_ns(uint64_t deadline_ns);

@@ -1,0 +1,125 @@
+// wall_census.h: what wall mode's sampler does with one thread at one census, as a pure
+// function of clock readings (no OS, no Python), so tests drive it with made-up clocks.
+//
+// Wall time splits into CPU time and off-CPU time. A thread with a per-thread CPU timer
+// samples its own CPU time (the timer's signal, as in CPU mode); the census, a wake-up every
+// max(interval, 10 ms), accounts for the rest:
+// - The thread did not run since the last census: one idle record for the elapsed time,
+//   holding the last stack, provided that stack is where it blocked; otherwise it is asked
+//   for its stack once (a signal flagged idle) and idle records follow.
+// - It ran part of the period: the off-CPU part is carried. Once a sample's worth is carried,
+//   a thread now blocked is asked for its stack (flagged idle, weight = carry); a thread now
+//   runnable keeps carrying (its stack now is not where it waited), for at most kCarryCensuses
+//   censuses, then the carry goes to its current stack flagged on-CPU (it was runnable, i.e.
+//   preempted, most of the time).
+// A thread without a CPU timer (timer refused) is handled as before CPU timers took part: a
+// signal weighted by the elapsed time whenever it ran.
+//
+// Sampler thread only. Clocks in nanoseconds.
+#pragma once
+
+#include <cstdint>
+
+namespace spprof {
+
+struct CensusSlot {
+    uint64_t last_cpu_ns = 0;
+    uint64_t last_ns = 0;
+    uint64_t carry_ns = 0;     // off-CPU time not yet in any sample
+    uint32_t carried = 0;      // censuses the carry waited while the thread was runnable
+    bool seen = false;
+    bool seen_before = false;  // seen at an earlier census than this one (set by census_step)
+    bool stack_current = false;  // its last captured stack is where it is blocked now
+};
+
+struct CensusInput {
+    uint64_t now_ns = 0;
+    uint64_t cpu_ns = 0;             // the thread's CPU clock now
+    uint64_t cpu_at_capture_ns = 0;  // its CPU clock at the end of its last census capture
+    bool first = false;              // registered while running: no stack recorded yet
+    bool cpu_timer = false;          // its CPU time is sampled by its own timer
+};
+
+struct CensusParams {
+    uint64_t sample_interval_ns = 0;  // what one sample stands for
+    uint64_t census_ns = 0;           // census period (weight of a first, unseen period)
+    uint64_t run_threshold_ns = 0;    // CPU progress that counts as having run
+};
+
+enum class CensusAction { kNothing, kIdleRecord, kSignal };
+
+struct CensusDecision {
+    CensusAction action = CensusAction::kNothing;
+    uint64_t weight_ns = 0;
+    bool idle = false;  // for kSignal: flag the capture idle rather than on-CPU
+};
+
+constexpr uint32_t kCarryCensuses = 4;
+
+// `runnable()` (called at most once, only when needed): true when the thread is running or
+// waiting for a CPU right now, false when it is blocked.
+template <class Runnable>
+CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusParams& p,
+                           Runnable&& runnable) {
+    const uint64_t elapsed = s.seen ? in.now_ns - s.last_ns : p.census_ns;
+    const uint64_t period_cpu = s.seen && in.cpu_ns > s.last_cpu_ns ? in.cpu_ns - s.last_cpu_ns : 0;
+    // Ran? Measured from the later of our last reading and the end of its last census
+    // capture: the CPU a capture costs is not the thread running.
+    const uint64_t baseline = s.last_cpu_ns > in.cpu_at_capture_ns ? s.last_cpu_ns : in.cpu_at_capture_ns;
+    const bool ran = in.cpu_ns > baseline + p.run_threshold_ns;
+    if (!s.seen) s.stack_current = !in.first;
+    s.seen_before = s.seen;
+    s.seen = true;
+    s.last_ns = in.now_ns;
+    s.last_cpu_ns = in.cpu_ns;
+    CensusDecision d;
+
+    if (!in.cpu_timer) {
+        if (in.first || ran) {
+            s.stack_current = true;
+            d.action = CensusAction::kSignal;
+            d.weight_ns = elapsed;
+            d.idle = !ran;
+        } else {
+            d.action = CensusAction::kIdleRecord;
+            d.weight_ns = elapsed;
+        }
+        return d;
+    }
+
+    if (!ran) {
+        d.weight_ns = elapsed + s.carry_ns;
+        s.carry_ns = 0;
+        s.carried = 0;
+        if (s.stack_current) {
+            d.action = CensusAction::kIdleRecord;
+        } else {
+            s.stack_current = true;
+            d.action = CensusAction::kSignal;
+            d.idle = true;
+        }
+        return d;
+    }
+    s.stack_current = false;
+    // First look at a running thread: no earlier reading to measure its off-CPU time from.
+    if (s.seen_before) s.carry_ns += elapsed > period_cpu ? elapsed - period_cpu : 0;
+    if (s.carry_ns < p.sample_interval_ns) return d;
+    if (!runnable()) {
+        d.action = CensusAction::kSignal;
+        d.weight_ns = s.carry_ns;
+        d.idle = true;
+        s.carry_ns = 0;
+        s.carried = 0;
+        s.stack_current = true;
+        return d;
+    }
+    if (++s.carried < kCarryCensuses) return d;
+    d.action = CensusAction::kSignal;
+    d.weight_ns = s.carry_ns;
+    d.idle = false;
+    s.carry_ns = 0;
+    s.carried = 0;
+    return d;
+}
+
+}  // namespace spprof
