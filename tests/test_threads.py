@@ -37,7 +37,7 @@ def _pool_task(started: threading.Event, results: dict, key: str) -> None:
 def _c_thread_body(results: dict) -> None:
     # Runs on a thread made by pthread_create; ctypes gives it a thread state through
     # PyGILState_Ensure. Sleep first so the drain's scan finds it before the CPU work.
-    time.sleep(0.3)
+    time.sleep(0.5)  # passes come at least every 250 ms
     t0 = time.thread_time()
     w.spin(CPU_SECONDS)
     results["c"] = (
@@ -161,7 +161,7 @@ def test_threads_ending_mid_session_free_their_timers(timer):
             t = threading.Thread(target=short, name=f"short-{i}")
             t.start()
             t.join()
-        time.sleep(0.15)  # one drain period: the scan retires the last ones
+        time.sleep(0.35)  # a drain pass comes within 250 ms: its scan retires the last ones
         live = spprof.stats()
     if timer == "thread":
         assert live["timers_active"] == 1  # the main thread's only

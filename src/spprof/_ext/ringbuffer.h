@@ -90,6 +90,11 @@ public:
         tail_.store(tail + last_bytes_, std::memory_order_release);
     }
 
+    // Bytes written and not yet drained. Either side; a snapshot.
+    size_t used() const {
+        return static_cast<size_t>(head_.load(std::memory_order_relaxed) - tail_.load(std::memory_order_relaxed));
+    }
+
     bool empty() const {
         return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
     }

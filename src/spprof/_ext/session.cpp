@@ -19,6 +19,8 @@ namespace spprof {
 namespace {
 
 constexpr uint32_t kNoStack = 0xFFFFFFFFu;  // last_stack_ entry of a thread with none yet
+// Drain periods a pass may be put off while no ring is over a quarter full (250 ms at 50 ms).
+constexpr uint32_t kMaxIdlePeriods = 5;
 
 uint64_t native_tid_of(PyThreadState* ts) {
 #if PY_VERSION_HEX >= 0x030B0000
@@ -606,12 +608,22 @@ void* Session::drain_main(void* arg) {
     self->drain_tstate_ = PyThreadState_Get();
     PyThreadState* saved = PyEval_SaveThread();
     const auto period = std::chrono::milliseconds(self->config_.drain_interval_ms);
+    // Each pass takes the GIL from the running program (a hand-off, two context switches, a
+    // thread scan): with the rings far from full, wait up to kMaxIdlePeriods periods between
+    // passes. A capture that fills its ring past a quarter, or an application that replaced
+    // our SIGPROF handler, gets a pass at the next wake-up.
+    // Where the platform's sampler writes one shared ring (macOS), every period.
+    const uint32_t max_idle = platform_samples_all_threads() ? 1 : kMaxIdlePeriods;
+    uint32_t idle_periods = 0;
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(self->drain_mutex_);
             self->drain_cv_.wait_for(lock, period, [self] { return self->drain_stop_; });
             if (self->drain_stop_) break;
         }
+        if (++idle_periods < max_idle && !capture_take_drain_request() && !platform_handler_replaced())
+            continue;
+        idle_periods = 0;
         PyEval_RestoreThread(saved);
         self->periodic();
         saved = PyEval_SaveThread();

@@ -7,7 +7,8 @@
 // module state; the signal path reaches it only through the ThreadTable handed to
 // capture_enable().
 //
-// The drain thread wakes every drain_interval_ms, takes the GIL and runs periodic():
+// The drain thread wakes every drain_interval_ms and, when a ring is over a quarter full or
+// at least every 5th wake-up (every one on macOS), takes the GIL and runs periodic():
 // discovers threads created from C (a scan of the interpreter's thread states), retires
 // threads that ended, refreshes thread names and CPU times, and drains every ring through
 // the resolver into the stack store. Memory therefore stays bounded by distinct stacks, not

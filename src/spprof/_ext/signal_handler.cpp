@@ -19,6 +19,8 @@ namespace {
 
 std::atomic<ThreadTable*> g_table{nullptr};
 std::atomic<const UnwindTables*> g_unwind{nullptr};  // null: Python frames only
+// Set by a capture that left its ring over a quarter full; taken by the drain thread.
+std::atomic<bool> g_drain_wanted{false};
 // Handlers currently inside capture_*: stop waits for zero before the table may be freed.
 std::atomic<int> g_in_flight{0};
 
@@ -101,6 +103,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
     hdr->native_depth = static_cast<uint16_t>(native_depth);
     hdr->reserved = 0;
     ring->commit(sizeof(RawSampleHeader) + w.depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t));
+    if (ring->used() > ring->capacity() / 4) g_drain_wanted.store(true, std::memory_order_relaxed);
     ctx->captured_.fetch_add(1, std::memory_order_relaxed);
     bump(g_counters.captured);
     g_counters.capture_ns.fetch_add(platform_monotonic_ns() - started, std::memory_order_relaxed);
@@ -166,6 +169,8 @@ bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontex
     if (table == nullptr) return false;
     return capture_into(table->by_tid(native_tid), weight_ns, ucontext);
 }
+
+bool capture_take_drain_request() { return g_drain_wanted.exchange(false, std::memory_order_relaxed); }
 
 CaptureStats capture_stats() {
     CaptureStats s;

@@ -45,6 +45,10 @@ bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontex
 // SIGNAL-SAFE. Wall mode: the weight is what the sampler thread left in the ctx.
 bool capture_wall_by_serial(uint32_t serial, const void* ucontext);
 
+// Drain thread. True once since the last call if a capture left its ring over a quarter
+// full: the drain, which otherwise takes the GIL only every few periods, should run now.
+bool capture_take_drain_request();
+
 CaptureStats capture_stats();
 // Sampler thread (wall mode) and registration: the idle-record counter lives with the others.
 void capture_count_idle();

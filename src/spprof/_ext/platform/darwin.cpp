@@ -163,6 +163,8 @@ uint64_t platform_process_cpu_ns() {
 // No signal handler on macOS: nothing to keep.
 bool platform_keep_handler() { return false; }
 
+bool platform_handler_replaced() { return false; }
+
 bool platform_function_extent(const void* addr, uint64_t* lo, uint64_t* hi) {
     // Mach-O has no symbol sizes; LC_FUNCTION_STARTS lists every function start of the image
     // (ULEB128 deltas from the __TEXT segment), so the next start after ours ends it.

@@ -378,6 +378,13 @@ uint64_t platform_process_cpu_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+bool platform_handler_replaced() {
+    if (!g_handler_installed) return false;
+    struct sigaction current;
+    if (sigaction(SIGPROF, nullptr, &current) != 0) return false;
+    return !((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigprof);
+}
+
 bool platform_keep_handler() {
     if (!g_handler_installed) return false;
     struct sigaction current;

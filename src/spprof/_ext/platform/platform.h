@@ -96,6 +96,8 @@ uint64_t platform_process_cpu_ns();
 // Called by the drain: if the application replaced our SIGPROF handler while sampling, chain
 // to theirs from now on and reinstall ours; true when that happened. GIL held.
 bool platform_keep_handler();
+// The same question without acting on it: one sigaction read. Drain thread, no GIL needed.
+bool platform_handler_replaced();
 
 // True where the platform itself samples every thread from a thread of its own (the Mach
 // sampler): the session then needs no wall sampler of its own.
