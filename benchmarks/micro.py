@@ -4,6 +4,7 @@
     python -m benchmarks.micro resolver KIND SECONDS            # KIND: idle, known, new
     python -m benchmarks.micro stop SAMPLES THREADS
     python -m benchmarks.micro rss SECONDS
+    python -m benchmarks.micro threads MODE RATE_HZ SECONDS SLEEPERS
 
 Each prints one JSON line. The runner derives the figures (docs/performance.md says how):
 
@@ -17,6 +18,9 @@ Each prints one JSON line. The runner derives the figures (docs/performance.md s
 - stop: wall mode at 1 kHz with THREADS sleeping threads until SAMPLES samples are captured,
   then the latency of `spprof.stop()`.
 - rss: a CPU-mode 1 kHz session of SECONDS over 48 recurring stacks; RSS over time.
+- threads: one thread burning SECONDS of CPU next to SLEEPERS sleeping threads, profiled in
+  MODE at RATE_HZ: the CPU time of the profiler's own threads (wall census, drain), from
+  /proc/self/task/TID/schedstat, and the signals the busy thread took.
 """
 
 from __future__ import annotations
@@ -116,7 +120,7 @@ def resolver(kind: str, seconds: float) -> dict:
         else:  # new: 2**16 paths of 16 levels, about one per sample
             bits += 1
             _path(bits, 16, 3000)
-    time.sleep(0.12)  # let the drain take the last records (period 50 ms)
+    time.sleep(0.3)  # let the drain take the last records (a pass at least every 250 ms)
     drain_ns = sum(_thread_cpu_ns(t) - c0[t] for t in drain)
     st = spprof.stats()
     spprof.stop()
@@ -130,6 +134,39 @@ def resolver(kind: str, seconds: float) -> dict:
         "distinct_stacks": st["distinct_stacks"],
         "distinct_frames": st["distinct_frames"],
         "memory_bytes": st["memory_bytes"],
+    }
+
+
+# -- the profiler's own threads -----------------------------------------------------------------
+
+
+def profiler_threads(mode: str, rate_hz: int, seconds: float, sleepers: int) -> dict:
+    done = threading.Event()
+    workers = [threading.Thread(target=done.wait, daemon=True) for _ in range(sleepers)]
+    for t in workers:
+        t.start()
+    before = _tasks()
+    t0 = time.monotonic()
+    spprof.start(interval_ms=1000 / rate_hz, mode=mode)
+    ours = sorted(_tasks() - before)
+    c0 = {t: _thread_cpu_ns(t) for t in ours}
+    _spin_until(time.thread_time() + seconds)
+    used = sum(_thread_cpu_ns(t) - c0[t] for t in ours)
+    elapsed = time.monotonic() - t0
+    st = spprof.stats()
+    spprof.stop()
+    done.set()
+    return {
+        "mode": mode,
+        "rate_hz": rate_hz,
+        "sleepers": sleepers,
+        "elapsed_s": elapsed,
+        "profiler_threads": len(ours),
+        "profiler_cpu_ns": used,
+        "signals": st["signals"],
+        "wall_censuses": st.get("wall_ticks", 0),
+        "wall_signals_sent": st.get("wall_signals_sent", 0),
+        "samples": st["samples_stored"],
     }
 
 
@@ -220,6 +257,8 @@ def main(argv: list) -> int:
         out = stop_latency(int(argv[1]), int(argv[2]))
     elif what == "rss":
         out = rss(float(argv[1]))
+    elif what == "threads":
+        out = profiler_threads(argv[1], int(argv[2]), float(argv[3]), int(argv[4]))
     else:
         raise SystemExit(f"unknown measurement {what!r}")
     print(json.dumps(out), flush=True)

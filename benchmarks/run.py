@@ -279,6 +279,23 @@ def resolver_cost(seconds: float, log) -> dict:
     return out
 
 
+def profiler_threads_cost(seconds: float, sleepers: int, log) -> dict:
+    out = {}
+    for mode in ("cpu", "wall"):
+        for rate in (100, 1000):
+            res = _run_json(
+                _child_cmd("benchmarks.micro", "threads", mode, rate, seconds, sleepers)
+            )
+            res["pct_of_a_core"] = 100.0 * res["profiler_cpu_ns"] / 1e9 / res["elapsed_s"]
+            res["signals_per_s"] = res["signals"] / res["elapsed_s"]
+            out[f"{mode}-{rate}"] = res
+            log(
+                f"profiler threads, {mode} {rate} Hz: {res['pct_of_a_core']:.2f} % of a core, "
+                f"{res['signals_per_s']:.0f} signals/s"
+            )
+    return out
+
+
 def stop_latency(samples: int, threads: int, log) -> dict:
     res = _run_json(_child_cmd("benchmarks.micro", "stop", samples, threads))
     log(f"stop: {res}")
@@ -455,8 +472,8 @@ def markdown(report: dict) -> str:
         rz = mic.get("resolver")
         if rz:
             lines.append(
-                f"- drain: {rz['drain_idle_ns_per_period'] / 1000:.0f} us of CPU per 50 ms "
-                f"period with nothing to drain; resolver {rz['known_ns_per_record']:.0f} ns per "
+                f"- drain: {rz['drain_idle_ns_per_period'] / 1000:.0f} us of CPU per pass "
+                f"with nothing to drain; resolver {rz['known_ns_per_record']:.0f} ns per "
                 f"record of a known stack; {rz['new_ns_per_stack_extra']:.0f} ns more per new "
                 f"stack ({rz['runs']['new']['distinct_stacks']} new stacks)"
             )
@@ -465,6 +482,16 @@ def markdown(report: dict) -> str:
                 "(stacks of about 36 frames; memory_bytes difference between the new-stack "
                 "and known-stack runs)"
             )
+        pt = mic.get("threads")
+        if pt:
+            for r in pt.values():
+                lines.append(
+                    f"- profiler threads, {r['mode']} mode {r['rate_hz']} Hz, 1 busy + "
+                    f"{r['sleepers']} sleeping threads, {r['elapsed_s']:.1f} s: "
+                    f"{r['profiler_cpu_ns'] / 1e6:.1f} ms of CPU = {r['pct_of_a_core']:.2f} % of a "
+                    f"core ({r['profiler_threads']} threads); {r['signals_per_s']:.0f} signals/s; "
+                    f"{r['wall_censuses']} wall censuses, {r['wall_signals_sent']} census signals"
+                )
         st = mic.get("stop")
         if st:
             lines.append(
@@ -557,6 +584,7 @@ def main(argv: Optional[list] = None) -> int:
         micro: dict = {}
         micro["handler"] = handler_cost([10, 50, 200], 0.5 if args.smoke else 8.0, 1000, log)
         micro["resolver"] = resolver_cost(0.5 if args.smoke else 10.0, log)
+        micro["threads"] = profiler_threads_cost(0.5 if args.smoke else 4.0, 4, log)
         micro["stop"] = stop_latency(2000 if args.smoke else 100_000, 10 if args.smoke else 60, log)
         micro["rss"] = rss_growth(2.0 if args.smoke else args.rss_seconds, log)
         report["micro"] = micro
