@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "code_facts.h"
+#include "reader.h"
 #include "sample_record.h"
 
 namespace spprof {
@@ -33,18 +34,6 @@ struct FrameView {
     bool code_may_be_other = false;  // 3.13+: f_executable may be None: skip, not an error
     uintptr_t instr_ptr = 0;  // 3.11+: the raw instruction pointer (finish_frame turns it into instr)
     bool check_start = false; // 3.11+: an incomplete frame is skipped (not for generators)
-};
-
-// Reads the caller's own memory. For the Linux handler, which only ever walks the thread it
-// interrupted: that chain is consistent at every instruction boundary of that thread, so the
-// checks here (null page, natural alignment) catch torn or stale values and a load is enough.
-struct DirectReader {
-    bool read(uintptr_t addr, void* out, size_t n) const {
-        const uintptr_t align = n >= 8 ? 8 : (n >= 4 ? 4 : (n >= 2 ? 2 : 1));
-        if (addr < 4096 || (addr & (align - 1)) != 0) return false;
-        std::memcpy(out, reinterpret_cast<const void*>(addr), n);
-        return true;
-    }
 };
 
 }  // namespace spprof
