@@ -45,11 +45,10 @@ public:
         for (CodeFacts& s : slots_) s.code = 0;
         generation_ = g;
     }
-    // `code` is never 0 (an empty slot): the walk skips frames without a code object.
-    const CodeFacts* find(uintptr_t code) const {
-        const CodeFacts& s = slots_[slot(code)];
-        return s.code == code ? &s : nullptr;
-    }
+    // The slot `code` maps to: a hit when its .code is `code`. A reference, never null, so
+    // that the walk's hit test is that one compare. `code` is never 0 (an empty slot): the
+    // walk skips frames without a code object.
+    const CodeFacts& find(uintptr_t code) const { return slots_[slot(code)]; }
     void put(const CodeFacts& facts) { slots_[slot(facts.code)] = facts; }
 
 private:

@@ -92,16 +92,23 @@ struct WalkResult {
 // belongs to the sampled thread and is used by its capture path only.
 constexpr uint32_t kWalkBudget = 4 * kMaxPythonFrames;
 
-template <class Reader>
-inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame* out, uint32_t max,
-                                    CodeFactsCache* cache = nullptr) {
+// The walk without a cache: every frame reads its code object.
+struct NoCodeFactsCache {
+    void sync() {}
+    static constexpr CodeFacts kEmpty{};
+    const CodeFacts& find(uintptr_t) const { return kEmpty; }
+    void put(const CodeFacts&) {}
+};
+
+// The loop, once per cache type: the per-frame path then has no "is there a cache" test.
+template <class Reader, class Cache>
+inline WalkResult walk_frames(const Reader& r, uintptr_t frame, RawFrame* out, uint32_t max,
+                              Cache& cache) {
     WalkResult res;
-    uintptr_t frame = 0;
-    if (!PyLayout::first_frame(r, tstate, &frame)) {
-        res.error = true;
-        return res;
-    }
-    if (cache != nullptr) cache->sync();
+    cache.sync();
+    RawFrame* next = out;
+    RawFrame* const end = out + max;
+    CodeFacts read;  // out of the loop: a cache hit does not initialise it
     for (uint32_t step = 0; frame != 0; ++step) {
         if (step == kWalkBudget) {
             res.truncated = true;
@@ -115,33 +122,47 @@ inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame*
         frame = v.previous;
         if (v.is_shim) {
             // 3.12+: the frame recorded just before a shim is the entry frame of that eval call.
-            if (res.depth > 0) out[res.depth - 1].instr |= kInstrEntryFlag;
+            if (next != out) next[-1].instr |= kInstrEntryFlag;
             continue;
         }
         if (v.skip || v.code == 0) continue;
-        CodeFacts read;
-        const CodeFacts* facts = cache != nullptr ? cache->find(v.code) : nullptr;
-        if (facts == nullptr) {
+        const CodeFacts* facts = &cache.find(v.code);
+        if (__builtin_expect(facts->code != v.code, 0)) {  // a miss: rare once warm
             if (!read_code_facts(r, v.code, &read)) {
                 if (v.code_may_be_other) continue;  // None: nothing to report
                 res.error = true;
                 break;
             }
-            if (cache != nullptr) cache->put(read);
+            cache.put(read);
             facts = &read;
         }
         PyLayout::finish_frame(*facts, &v);
         if (v.skip) continue;  // incomplete: not started yet
-        if (res.depth == max) {
+        if (next == end) {
             res.truncated = true;
             break;
         }
-        RawFrame& f = out[res.depth++];
-        f.code = v.code;
-        f.instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
-        f.fingerprint = facts->fingerprint;
+        next->code = v.code;
+        next->instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
+        next->fingerprint = facts->fingerprint;
+        ++next;
     }
+    res.depth = static_cast<uint32_t>(next - out);
     return res;
+}
+
+template <class Reader>
+inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame* out, uint32_t max,
+                                    CodeFactsCache* cache = nullptr) {
+    uintptr_t frame = 0;
+    if (!PyLayout::first_frame(r, tstate, &frame)) {
+        WalkResult res;
+        res.error = true;
+        return res;
+    }
+    if (cache != nullptr) return walk_frames(r, frame, out, max, *cache);
+    NoCodeFactsCache none;
+    return walk_frames(r, frame, out, max, none);
 }
 
 }  // namespace spprof
