@@ -109,14 +109,12 @@ inline WalkResult walk_frames(const Reader& r, uintptr_t frame, RawFrame* out, u
     RawFrame* next = out;
     RawFrame* const end = out + max;
     CodeFacts read;  // out of the loop: a cache hit does not initialise it
-    for (uint32_t step = 0; frame != 0; ++step) {
-        if (step == kWalkBudget) {
-            res.truncated = true;
-            break;
-        }
+    for (uint32_t step = 0;; ++step) {
         FrameView v;
-        if (!PyLayout::read_frame(r, frame, &v)) {
-            res.error = true;
+        // The end of the chain (frame 0) fails here too, as every Reader rejects the null
+        // page: one test per frame instead of two. Sorted out on the way out.
+        if (__builtin_expect(!PyLayout::read_frame(r, frame, &v), 0) || step == kWalkBudget) {
+            if (frame != 0) (step == kWalkBudget ? res.truncated : res.error) = true;
             break;
         }
         frame = v.previous;

@@ -1,7 +1,8 @@
 // reader.h: how the frame walk (framewalker.h) reads memory, and its fast path for readers
 // of the caller's own memory.
 //
-// A Reader has `bool read(addr, out, n) const`: copy n bytes or fail. A reader of memory that
+// A Reader has `bool read(addr, out, n) const`: copy n bytes or fail; it always fails below
+// 4096 (the null page), which is how the walk sees the end of a chain. A reader of memory that
 // plain loads can reach may also have `const void* view(addr, n) const`: the address to load
 // those n bytes from, or null when they fail the reader's checks. The walk then checks an
 // object's base address once and loads only the fields it uses, instead of copying the object

@@ -14,7 +14,9 @@ namespace spprof {
 // v->skip for a frame that has not reached its first traceable instruction (incomplete),
 // unless a generator owns it.
 inline void finish_interp_frame(const CodeFacts& facts, FrameView* v) {
-    const uintptr_t start = facts.code + offsetof(PyCodeObject, co_code_adaptive);
+    // v->code, not facts.code: they are equal (facts are v->code's), and v->code is already
+    // in a register after the cache probe.
+    const uintptr_t start = v->code + offsetof(PyCodeObject, co_code_adaptive);
     if (v->check_start && v->instr_ptr < start + 2u * static_cast<uintptr_t>(facts.first_traceable))
         v->skip = true;
     v->instr = v->instr_ptr > start ? static_cast<uint32_t>((v->instr_ptr - start) / 2u) : 0u;
