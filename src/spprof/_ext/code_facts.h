@@ -9,8 +9,8 @@
 //
 // Staleness: an entry is only wrong if its code object was freed and the address reused.
 // While a session runs, code objects are freed only when CodeKeepAlive releases them at the
-// end of a drain pass, and it bumps g_code_generation first; entries filled under an older
-// generation no longer match.
+// end of a drain pass, and it bumps g_code_generation first; the next walk that sees a new
+// generation empties the cache before its first lookup.
 //
 // SIGNAL-SAFE, NO-HEAP. No Python.h here (thread_ctx.h holds a cache): the reader of these
 // facts, read_code_facts(), is in framewalker.h.
@@ -37,29 +37,27 @@ public:
     // A power of two: a hot loop's stack rarely holds more distinct code objects than this.
     static constexpr uint32_t kSlots = 256;
 
-    // Once per walk: entries filled before code objects were last freed stop matching.
-    void sync() { generation_ = g_code_generation.load(std::memory_order_acquire); }
-    const CodeFacts* find(uintptr_t code) const {
-        const Slot& s = slots_[slot(code)];
-        return s.facts.code == code && s.generation == generation_ ? &s.facts : nullptr;
+    // Once per walk: entries filled before code objects were last freed are dropped. Emptying
+    // the slots here (rare: only when something was freed) keeps a lookup to one compare.
+    void sync() {
+        const uint64_t g = g_code_generation.load(std::memory_order_acquire);
+        if (g == generation_) return;
+        for (CodeFacts& s : slots_) s.code = 0;
+        generation_ = g;
     }
-    void put(const CodeFacts& facts) {
-        Slot& s = slots_[slot(facts.code)];
-        s.facts = facts;
-        s.generation = generation_;
-    }
+    // The slot `code` maps to: a hit when its .code is `code`. A reference, never null, so
+    // that the walk's hit test is that one compare. `code` is never 0 (an empty slot): the
+    // walk skips frames without a code object.
+    const CodeFacts& find(uintptr_t code) const { return slots_[slot(code)]; }
+    void put(const CodeFacts& facts) { slots_[slot(facts.code)] = facts; }
 
 private:
-    struct Slot {
-        CodeFacts facts;
-        uint64_t generation = 0;
-    };
     // Code objects are at least 16-byte aligned and a few hundred bytes long: drop the low
     // bits that do not vary, fold in higher ones.
     static uint32_t slot(uintptr_t code) {
         return static_cast<uint32_t>((code >> 4) ^ (code >> 12)) & (kSlots - 1);
     }
-    Slot slots_[kSlots];
+    CodeFacts slots_[kSlots];
     uint64_t generation_ = 0;
 };
 

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "code_facts.h"
+#include "reader.h"
 #include "sample_record.h"
 
 namespace spprof {
@@ -33,18 +34,6 @@ struct FrameView {
     bool code_may_be_other = false;  // 3.13+: f_executable may be None: skip, not an error
     uintptr_t instr_ptr = 0;  // 3.11+: the raw instruction pointer (finish_frame turns it into instr)
     bool check_start = false; // 3.11+: an incomplete frame is skipped (not for generators)
-};
-
-// Reads the caller's own memory. For the Linux handler, which only ever walks the thread it
-// interrupted: that chain is consistent at every instruction boundary of that thread, so the
-// checks here (null page, natural alignment) catch torn or stale values and a load is enough.
-struct DirectReader {
-    bool read(uintptr_t addr, void* out, size_t n) const {
-        const uintptr_t align = n >= 8 ? 8 : (n >= 4 ? 4 : (n >= 2 ? 2 : 1));
-        if (addr < 4096 || (addr & (align - 1)) != 0) return false;
-        std::memcpy(out, reinterpret_cast<const void*>(addr), n);
-        return true;
-    }
 };
 
 }  // namespace spprof
@@ -103,56 +92,75 @@ struct WalkResult {
 // belongs to the sampled thread and is used by its capture path only.
 constexpr uint32_t kWalkBudget = 4 * kMaxPythonFrames;
 
-template <class Reader>
-inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame* out, uint32_t max,
-                                    CodeFactsCache* cache = nullptr) {
+// The walk without a cache: every frame reads its code object.
+struct NoCodeFactsCache {
+    void sync() {}
+    static constexpr CodeFacts kEmpty{};
+    const CodeFacts& find(uintptr_t) const { return kEmpty; }
+    void put(const CodeFacts&) {}
+};
+
+// The loop, once per cache type: the per-frame path then has no "is there a cache" test.
+template <class Reader, class Cache>
+inline WalkResult walk_frames(const Reader& r, uintptr_t frame, RawFrame* out, uint32_t max,
+                              Cache& cache) {
     WalkResult res;
-    uintptr_t frame = 0;
-    if (!PyLayout::first_frame(r, tstate, &frame)) {
-        res.error = true;
-        return res;
-    }
-    if (cache != nullptr) cache->sync();
-    for (uint32_t step = 0; frame != 0; ++step) {
-        if (step == kWalkBudget) {
-            res.truncated = true;
-            break;
-        }
+    cache.sync();
+    RawFrame* next = out;
+    RawFrame* const end = out + max;
+    CodeFacts read;  // out of the loop: a cache hit does not initialise it
+    for (uint32_t step = 0;; ++step) {
         FrameView v;
-        if (!PyLayout::read_frame(r, frame, &v)) {
-            res.error = true;
+        // The end of the chain (frame 0) fails here too, as every Reader rejects the null
+        // page: one test per frame instead of two. Sorted out on the way out.
+        if (__builtin_expect(!PyLayout::read_frame(r, frame, &v), 0) || step == kWalkBudget) {
+            if (frame != 0) (step == kWalkBudget ? res.truncated : res.error) = true;
             break;
         }
         frame = v.previous;
         if (v.is_shim) {
             // 3.12+: the frame recorded just before a shim is the entry frame of that eval call.
-            if (res.depth > 0) out[res.depth - 1].instr |= kInstrEntryFlag;
+            if (next != out) next[-1].instr |= kInstrEntryFlag;
             continue;
         }
         if (v.skip || v.code == 0) continue;
-        CodeFacts read;
-        const CodeFacts* facts = cache != nullptr ? cache->find(v.code) : nullptr;
-        if (facts == nullptr) {
+        const CodeFacts* facts = &cache.find(v.code);
+        if (__builtin_expect(facts->code != v.code, 0)) {  // a miss: rare once warm
             if (!read_code_facts(r, v.code, &read)) {
                 if (v.code_may_be_other) continue;  // None: nothing to report
                 res.error = true;
                 break;
             }
-            if (cache != nullptr) cache->put(read);
+            cache.put(read);
             facts = &read;
         }
         PyLayout::finish_frame(*facts, &v);
         if (v.skip) continue;  // incomplete: not started yet
-        if (res.depth == max) {
+        if (next == end) {
             res.truncated = true;
             break;
         }
-        RawFrame& f = out[res.depth++];
-        f.code = v.code;
-        f.instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
-        f.fingerprint = facts->fingerprint;
+        next->code = v.code;
+        next->instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
+        next->fingerprint = facts->fingerprint;
+        ++next;
     }
+    res.depth = static_cast<uint32_t>(next - out);
     return res;
+}
+
+template <class Reader>
+inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame* out, uint32_t max,
+                                    CodeFactsCache* cache = nullptr) {
+    uintptr_t frame = 0;
+    if (!PyLayout::first_frame(r, tstate, &frame)) {
+        WalkResult res;
+        res.error = true;
+        return res;
+    }
+    if (cache != nullptr) return walk_frames(r, frame, out, max, *cache);
+    NoCodeFactsCache none;
+    return walk_frames(r, frame, out, max, none);
 }
 
 }  // namespace spprof

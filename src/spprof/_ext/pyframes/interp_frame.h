@@ -6,6 +6,7 @@
 #pragma once
 
 #include "code_facts.h"
+#include "reader.h"
 
 namespace spprof {
 
@@ -13,7 +14,9 @@ namespace spprof {
 // v->skip for a frame that has not reached its first traceable instruction (incomplete),
 // unless a generator owns it.
 inline void finish_interp_frame(const CodeFacts& facts, FrameView* v) {
-    const uintptr_t start = facts.code + offsetof(PyCodeObject, co_code_adaptive);
+    // v->code, not facts.code: they are equal (facts are v->code's), and v->code is already
+    // in a register after the cache probe.
+    const uintptr_t start = v->code + offsetof(PyCodeObject, co_code_adaptive);
     if (v->check_start && v->instr_ptr < start + 2u * static_cast<uintptr_t>(facts.first_traceable))
         v->skip = true;
     v->instr = v->instr_ptr > start ? static_cast<uint32_t>((v->instr_ptr - start) / 2u) : 0u;
@@ -36,22 +39,27 @@ inline bool first_frame_direct(const R& r, uintptr_t tstate, uintptr_t* out) {
 #endif
 
 // The one reader of every _PyInterpreterFrame layout (3.11+). `Layout` supplies the mirrored
-// struct and small accessors:
+// struct and small accessors over its bytes (read_object(), load_field()), so that a reader
+// with a view loads just these fields:
 //   using Frame = MirrorFrameXY;
-//   static uintptr_t code(const Frame&);        // the code object (or None/garbage)
-//   static uintptr_t instr_ptr(const Frame&);
-//   static bool is_shim(const Frame&);          // a C-stack entry frame (3.12+)
-//   static bool is_entry(const Frame&);         // 3.11's is_entry; false elsewhere
-//   static bool not_python(const Frame&);       // an owner that is no Python frame at all
-//   static constexpr bool kCheckCodeType;       // f_executable may be something else
+//   static uintptr_t code(const unsigned char*);       // the code object (or None/garbage)
+//   static uintptr_t previous(const unsigned char*);
+//   static uintptr_t instr_ptr(const unsigned char*);
+//   static char owner(const unsigned char*);
+//   static bool is_shim(char owner);                  // a C-stack entry frame (3.12+)
+//   static bool is_entry(const unsigned char*);       // 3.11's is_entry; false elsewhere
+//   static bool not_python(char owner);               // an owner that is no Python frame at all
+//   static constexpr bool kCheckCodeType;             // f_executable may be something else
 //   static constexpr char kOwnedByGenerator;
 template <class Layout, class R>
 inline bool read_interp_frame(const R& r, uintptr_t frame, FrameView* v) {
-    typename Layout::Frame f;
-    if (!r.read(frame, &f, sizeof f)) return false;
-    v->previous = reinterpret_cast<uintptr_t>(f.previous);
-    if (Layout::is_shim(f) || Layout::not_python(f)) {
-        v->is_shim = Layout::is_shim(f);
+    typename Layout::Frame copy;  // used by readers without a view only
+    const unsigned char* f = read_object(r, frame, &copy);
+    if (f == nullptr) return false;
+    v->previous = Layout::previous(f);
+    const char owner = Layout::owner(f);
+    if (Layout::is_shim(owner) || Layout::not_python(owner)) {
+        v->is_shim = Layout::is_shim(owner);
         v->skip = true;
         return true;
     }
@@ -59,7 +67,7 @@ inline bool read_interp_frame(const R& r, uintptr_t frame, FrameView* v) {
     v->code_may_be_other = Layout::kCheckCodeType;  // None where a shim has no code
     v->is_entry = Layout::is_entry(f);
     v->instr_ptr = Layout::instr_ptr(f);
-    v->check_start = f.owner != Layout::kOwnedByGenerator;
+    v->check_start = owner != Layout::kOwnedByGenerator;
     return true;
 }
 

@@ -31,11 +31,21 @@ struct PyLayout {
     static constexpr char kOwnedByGenerator = 1;
     static constexpr bool kCheckCodeType = false;
     using Frame = MirrorFrame311;
-    static uintptr_t code(const Frame& f) { return reinterpret_cast<uintptr_t>(f.f_code); }
-    static uintptr_t instr_ptr(const Frame& f) { return reinterpret_cast<uintptr_t>(f.prev_instr); }
-    static bool is_shim(const Frame&) { return false; }
-    static bool is_entry(const Frame& f) { return f.is_entry != 0; }
-    static bool not_python(const Frame&) { return false; }
+    static uintptr_t code(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, f_code));
+    }
+    static uintptr_t previous(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, previous));
+    }
+    static uintptr_t instr_ptr(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, prev_instr));
+    }
+    static char owner(const unsigned char* f) { return load_field<char>(f, offsetof(Frame, owner)); }
+    static bool is_shim(char) { return false; }
+    static bool is_entry(const unsigned char* f) {
+        return load_field<uint8_t>(f, offsetof(Frame, is_entry)) != 0;
+    }
+    static bool not_python(char) { return false; }
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {

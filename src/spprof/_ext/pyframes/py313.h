@@ -30,11 +30,19 @@ struct PyLayout {
     static constexpr char kOwnedByCStack = 3;
     static constexpr bool kCheckCodeType = true;  // f_executable: a code object, or None
     using Frame = MirrorFrame313;
-    static uintptr_t code(const Frame& f) { return reinterpret_cast<uintptr_t>(f.f_executable); }
-    static uintptr_t instr_ptr(const Frame& f) { return reinterpret_cast<uintptr_t>(f.instr_ptr); }
-    static bool is_shim(const Frame& f) { return f.owner == kOwnedByCStack; }
-    static bool is_entry(const Frame&) { return false; }
-    static bool not_python(const Frame&) { return false; }
+    static uintptr_t code(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, f_executable));
+    }
+    static uintptr_t previous(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, previous));
+    }
+    static uintptr_t instr_ptr(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, instr_ptr));
+    }
+    static char owner(const unsigned char* f) { return load_field<char>(f, offsetof(Frame, owner)); }
+    static bool is_shim(char owner) { return owner == kOwnedByCStack; }
+    static bool is_entry(const unsigned char*) { return false; }
+    static bool not_python(char) { return false; }
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {

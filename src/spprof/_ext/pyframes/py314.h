@@ -35,11 +35,19 @@ struct PyLayout {
     static constexpr uintptr_t kStackRefTagBits = 7;  // objects are at least 8-aligned
     static constexpr bool kCheckCodeType = true;
     using Frame = MirrorFrame314;
-    static uintptr_t code(const Frame& f) { return f.f_executable & ~kStackRefTagBits; }
-    static uintptr_t instr_ptr(const Frame& f) { return reinterpret_cast<uintptr_t>(f.instr_ptr); }
-    static bool is_shim(const Frame& f) { return f.owner == kOwnedByCStack; }
-    static bool is_entry(const Frame&) { return false; }
-    static bool not_python(const Frame& f) { return f.owner >= kFirstNonPythonOwner; }
+    static uintptr_t code(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, f_executable)) & ~kStackRefTagBits;
+    }
+    static uintptr_t previous(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, previous));
+    }
+    static uintptr_t instr_ptr(const unsigned char* f) {
+        return load_field<uintptr_t>(f, offsetof(Frame, instr_ptr));
+    }
+    static char owner(const unsigned char* f) { return load_field<char>(f, offsetof(Frame, owner)); }
+    static bool is_shim(char owner) { return owner == kOwnedByCStack; }
+    static bool is_entry(const unsigned char*) { return false; }
+    static bool not_python(char owner) { return owner >= kFirstNonPythonOwner; }
 
     template <class R>
     static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {

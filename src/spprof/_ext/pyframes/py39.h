@@ -7,6 +7,8 @@
 
 #include <frameobject.h>  // PyFrameObject is public here, but not included by Python.h
 
+#include "reader.h"
+
 namespace spprof {
 
 struct PyLayout {
@@ -21,10 +23,17 @@ struct PyLayout {
     static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
         uintptr_t code = 0, back = 0;
         int lasti = 0;
-        if (!r.read(frame + offsetof(PyFrameObject, f_back), &back, sizeof back) ||
-            !r.read(frame + offsetof(PyFrameObject, f_code), &code, sizeof code) ||
-            !r.read(frame + offsetof(PyFrameObject, f_lasti), &lasti, sizeof lasti))
+        if constexpr (ReaderHasView<R>::value) {  // one check for the frame, then loads
+            const auto* f = static_cast<const unsigned char*>(r.view(frame, sizeof(PyFrameObject)));
+            if (f == nullptr) return false;
+            back = load_field<uintptr_t>(f, offsetof(PyFrameObject, f_back));
+            code = load_field<uintptr_t>(f, offsetof(PyFrameObject, f_code));
+            lasti = load_field<int>(f, offsetof(PyFrameObject, f_lasti));
+        } else if (!r.read(frame + offsetof(PyFrameObject, f_back), &back, sizeof back) ||
+                   !r.read(frame + offsetof(PyFrameObject, f_code), &code, sizeof code) ||
+                   !r.read(frame + offsetof(PyFrameObject, f_lasti), &lasti, sizeof lasti)) {
             return false;
+        }
         v->code = code;
         v->previous = back;
 #if PY_VERSION_HEX >= 0x030A0000
