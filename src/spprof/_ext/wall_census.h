@@ -28,7 +28,6 @@ struct CensusSlot {
     uint64_t carry_ns = 0;     // off-CPU time not yet in any sample
     uint32_t carried = 0;      // censuses the carry waited while the thread was runnable
     bool seen = false;
-    bool seen_before = false;  // seen at an earlier census than this one (set by census_step)
     bool stack_current = false;  // its last captured stack is where it is blocked now
 };
 
@@ -61,14 +60,14 @@ constexpr uint32_t kCarryCensuses = 4;
 template <class Runnable>
 CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusParams& p,
                            Runnable&& runnable) {
-    const uint64_t elapsed = s.seen ? in.now_ns - s.last_ns : p.census_ns;
-    const uint64_t period_cpu = s.seen && in.cpu_ns > s.last_cpu_ns ? in.cpu_ns - s.last_cpu_ns : 0;
+    const bool first_look = !s.seen;
+    const uint64_t elapsed = first_look ? p.census_ns : in.now_ns - s.last_ns;
+    const uint64_t period_cpu = !first_look && in.cpu_ns > s.last_cpu_ns ? in.cpu_ns - s.last_cpu_ns : 0;
     // Ran? Measured from the later of our last reading and the end of its last census
     // capture: the CPU a capture costs is not the thread running.
     const uint64_t baseline = s.last_cpu_ns > in.cpu_at_capture_ns ? s.last_cpu_ns : in.cpu_at_capture_ns;
     const bool ran = in.cpu_ns > baseline + p.run_threshold_ns;
-    if (!s.seen) s.stack_current = !in.first;
-    s.seen_before = s.seen;
+    if (first_look) s.stack_current = !in.first;
     s.seen = true;
     s.last_ns = in.now_ns;
     s.last_cpu_ns = in.cpu_ns;
@@ -102,7 +101,7 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
     }
     s.stack_current = false;
     // First look at a running thread: no earlier reading to measure its off-CPU time from.
-    if (s.seen_before) s.carry_ns += elapsed > period_cpu ? elapsed - period_cpu : 0;
+    if (!first_look) s.carry_ns += elapsed > period_cpu ? elapsed - period_cpu : 0;
     if (s.carry_ns < p.sample_interval_ns) return d;
     if (!runnable()) {
         d.action = CensusAction::kSignal;

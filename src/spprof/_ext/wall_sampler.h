@@ -46,7 +46,6 @@ public:
         const uint64_t k = (interval_ns + census_ns_ / 2) / census_ns_;
         stride_.store(k < 1 ? 1u : static_cast<uint32_t>(k), std::memory_order_relaxed);
     }
-    uint64_t census_ns() const { return census_ns_; }
 
     uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
     uint64_t missed_ticks() const { return missed_.load(std::memory_order_relaxed); }

@@ -378,18 +378,23 @@ uint64_t platform_process_cpu_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-bool platform_handler_replaced() {
+namespace {
+// True when our handler is installed but SIGPROF's current action is someone else's (in *current).
+bool handler_replaced(struct sigaction* current) {
     if (!g_handler_installed) return false;
+    if (sigaction(SIGPROF, nullptr, current) != 0) return false;
+    return !((current->sa_flags & SA_SIGINFO) && current->sa_sigaction == on_sigprof);
+}
+}  // namespace
+
+bool platform_handler_replaced() {
     struct sigaction current;
-    if (sigaction(SIGPROF, nullptr, &current) != 0) return false;
-    return !((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigprof);
+    return handler_replaced(&current);
 }
 
 bool platform_keep_handler() {
-    if (!g_handler_installed) return false;
     struct sigaction current;
-    if (sigaction(SIGPROF, nullptr, &current) != 0) return false;
-    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigprof) return false;
+    if (!handler_replaced(&current)) return false;
     // The application installed its own SIGPROF handler while we sample: make it the one we
     // chain to (so it still gets its signals) and put ours back in front of it.
     const int idle = 1 - g_prev_slot.load(std::memory_order_relaxed);
