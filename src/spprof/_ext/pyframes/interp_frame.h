@@ -39,13 +39,12 @@ inline bool first_frame_direct(const R& r, uintptr_t tstate, uintptr_t* out) {
 #endif
 
 // The one reader of every _PyInterpreterFrame layout (3.11+). `Layout` supplies the mirrored
-// struct and small accessors over its bytes (read_object(), load_field()), so that a reader
-// with a view loads just these fields:
+// struct (`previous` and `owner` have those names in every version, read here) and small
+// accessors over its bytes (read_object(), load_field()), so that a reader with a view loads
+// just these fields:
 //   using Frame = MirrorFrameXY;
 //   static uintptr_t code(const unsigned char*);       // the code object (or None/garbage)
-//   static uintptr_t previous(const unsigned char*);
 //   static uintptr_t instr_ptr(const unsigned char*);
-//   static char owner(const unsigned char*);
 //   static bool is_shim(char owner);                  // a C-stack entry frame (3.12+)
 //   static bool is_entry(const unsigned char*);       // 3.11's is_entry; false elsewhere
 //   static bool not_python(char owner);               // an owner that is no Python frame at all
@@ -53,11 +52,12 @@ inline bool first_frame_direct(const R& r, uintptr_t tstate, uintptr_t* out) {
 //   static constexpr char kOwnedByGenerator;
 template <class Layout, class R>
 inline bool read_interp_frame(const R& r, uintptr_t frame, FrameView* v) {
-    typename Layout::Frame copy;  // used by readers without a view only
+    using Frame = typename Layout::Frame;
+    Frame copy;  // used by readers without a view only
     const unsigned char* f = read_object(r, frame, &copy);
     if (f == nullptr) return false;
-    v->previous = Layout::previous(f);
-    const char owner = Layout::owner(f);
+    v->previous = load_field<uintptr_t>(f, offsetof(Frame, previous));
+    const char owner = load_field<char>(f, offsetof(Frame, owner));
     if (Layout::is_shim(owner) || Layout::not_python(owner)) {
         v->is_shim = Layout::is_shim(owner);
         v->skip = true;

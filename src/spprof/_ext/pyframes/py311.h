@@ -34,13 +34,9 @@ struct PyLayout {
     static uintptr_t code(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, f_code));
     }
-    static uintptr_t previous(const unsigned char* f) {
-        return load_field<uintptr_t>(f, offsetof(Frame, previous));
-    }
     static uintptr_t instr_ptr(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, prev_instr));
     }
-    static char owner(const unsigned char* f) { return load_field<char>(f, offsetof(Frame, owner)); }
     static bool is_shim(char) { return false; }
     static bool is_entry(const unsigned char* f) {
         return load_field<uint8_t>(f, offsetof(Frame, is_entry)) != 0;

@@ -33,13 +33,9 @@ struct PyLayout {
     static uintptr_t code(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, f_executable));
     }
-    static uintptr_t previous(const unsigned char* f) {
-        return load_field<uintptr_t>(f, offsetof(Frame, previous));
-    }
     static uintptr_t instr_ptr(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, instr_ptr));
     }
-    static char owner(const unsigned char* f) { return load_field<char>(f, offsetof(Frame, owner)); }
     static bool is_shim(char owner) { return owner == kOwnedByCStack; }
     static bool is_entry(const unsigned char*) { return false; }
     static bool not_python(char) { return false; }
