@@ -163,6 +163,13 @@ Error Session::start() {
 
 Error Session::stop() {
     if (!running_) return Error::runtime("session is not running");
+    // First of all, no more captures: what the calling thread does from here is spprof's own
+    // stopping, never a sample of the program (signals still arriving find no table).
+    if (!capture_disable_and_wait()) {
+        // A handler may still read this session's memory: it must never be freed.
+        must_leak_ = true;
+        log_warning("a sample capture did not finish within 1 s of stop(); leaking the session");
+    }
     if (wall_) wall_->stop();  // no more sample requests or idle records from here on
     stop_drain_thread();
     // Threads that ended since the last drain are retired now, so they are reported as
@@ -171,14 +178,8 @@ Error Session::stop() {
     PlatformStats ps;
     platform_get_stats(&ps);
     timer_name_ = ps.timer;  // a fallback may have happened after start()
-    // No capture may start or still run once the timers are gone and the table unpublished.
     for (size_t i = 0; i < table_.size(); ++i) platform_thread_detach(table_.at(i));
     platform_timer_destroy();
-    if (!capture_disable_and_wait()) {
-        // A handler may still read this session's memory: it must never be freed.
-        must_leak_ = true;
-        log_warning("a sample capture did not finish within 1 s of stop(); leaking the session");
-    }
     for (size_t i = 0; i < table_.size(); ++i)
         table_.at(i)->state_.store(ThreadState::kDetached, std::memory_order_release);
     if (config_.native) platform_set_native_unwinding(false);
