@@ -168,3 +168,30 @@ def test_threads_ending_mid_session_free_their_timers(timer):
     assert live["threads_ended"] >= 19
     names = {s.thread_name for s in p.get_samples()}
     assert len([n for n in names if n.startswith("short-")]) >= 15
+
+
+class _SlowToRegister(threading.Thread):
+    """Lingers between getting its OS thread and entering threading._active, so a drain
+    pass's scan registers it while threading cannot name it yet."""
+
+    def _set_native_id(self) -> None:
+        super()._set_native_id()  # type: ignore[misc]
+        time.sleep(0.6)  # more than two drain passes (250 ms each)
+
+
+@pytest.mark.parametrize("timer", ["thread", "itimer"])
+def test_thread_found_by_scan_before_threading_knows_it_keeps_its_name(timer):
+    def body():
+        w.spin(0.1)
+        threading.current_thread().name = "renamed-late"
+        w.spin(0.1)
+        time.sleep(0.3)  # a drain pass (every 250 ms) falls between the rename and the end
+
+    with spprof.Profiler(interval_ms=1, timer=timer) as p:
+        t = _SlowToRegister(target=body, name="slow-start")
+        t.start()
+        t.join()
+        found_by_scan = spprof.stats()["threads_found_by_scan"]
+    assert found_by_scan >= 1  # the race this test is about did happen
+    names = {s.thread_name for s in p.get_samples() if s.thread_name != "MainThread"}
+    assert names == {"renamed-late"}, names

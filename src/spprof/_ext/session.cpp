@@ -254,7 +254,18 @@ Error Session::register_current_thread() {
     if (ts == drain_tstate_) return Error::none();
     const uint64_t tid = platform_current_tid();
     auto it = live_by_tstate_.find(ts);
-    if (it != live_by_tstate_.end() && same_thread(records_[it->second], ts, tid)) return Error::none();
+    if (it != live_by_tstate_.end() && same_thread(records_[it->second], ts, tid)) {
+        // The scan can find a new thread before threading has put it in _active; the hook
+        // runs after that, so this is the first moment its name is certain to be there.
+        ThreadRecord& rec = records_[it->second];
+        if (!rec.name_from_threading) {
+            if (PyObject* active = threading_active()) {
+                refresh_name(rec, active);
+                Py_DECREF(active);
+            }
+        }
+        return Error::none();
+    }
     // Same tstate memory (and maybe the same pthread_t), new thread: the old one has ended.
     if (it != live_by_tstate_.end()) retire(it->second);
     if (register_thread(ts, ts->thread_id, tid) == nullptr)
@@ -340,6 +351,10 @@ void Session::refresh_cpu(uint32_t serial) {
 void Session::refresh_names_and_cpu() {
     for (uint32_t serial = 0; serial < records_.size(); ++serial)
         if (records_[serial].alive) refresh_cpu(serial);
+    refresh_names();
+}
+
+void Session::refresh_names() {
     PyObject* active = threading_active();
     if (active == nullptr) return;
     for (auto& rec : records_)
@@ -489,9 +504,15 @@ void Session::periodic() {
         log_debug("the application installed its own SIGPROF handler: chaining to it, ours back in front");
     }
     scan_threads();
-    // Names and CPU clocks feed the thread table only (registration and retirement read
-    // them too, and the handler records CPU with each sample): every 10th pass is plenty.
-    if (passes_++ % 10 == 0) refresh_names_and_cpu();
+    // CPU clocks feed the thread table only (registration and retirement read them too, and
+    // the handler records CPU with each sample): every 10th pass is plenty. Names every pass:
+    // once a thread has ended, threading has forgotten it, so a rename is seen only if a pass
+    // falls between it and the thread's end.
+    if (passes_++ % 10 == 0) {
+        refresh_names_and_cpu();
+    } else {
+        refresh_names();
+    }
     drain_all();
     if (unwind_) unwind_->refresh();  // modules loaded since the last pass (cheap otherwise)
     if (config_.progress) show_progress(false);

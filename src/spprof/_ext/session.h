@@ -137,6 +137,7 @@ private:
     void scan_threads();
     void retire(uint32_t serial);
     void refresh_names_and_cpu();
+    void refresh_names();
     void refresh_cpu(uint32_t serial);
     void drain_ring(RingBuffer* ring);
     void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
