@@ -15,13 +15,16 @@ import workloads as w
 from conftest import samples_in
 
 
-def test_cpu_split_matches_ground_truth_within_three_standard_errors():
+def test_cpu_split_matches_ground_truth_within_four_standard_errors():
+    # 5 s of CPU (~1,200 samples) and 4 standard errors: a share off by more than ~6 points
+    # fails, as 3 standard errors over 2.5 s did, but a correct profiler fails about once in
+    # 10,000 runs instead of once in 150 (measured z-scores here are standard normal).
     rng = random.Random(1234)
     funcs = {"alpha": w.alpha, "beta": w.beta, "gamma": w.gamma}
     share = {"alpha": 0.55, "beta": 0.30, "gamma": 0.15}
     cpu = dict.fromkeys(funcs, 0.0)
     with spprof.Profiler(interval_ms=2) as p:
-        end = time.thread_time() + 2.5
+        end = time.thread_time() + 5.0
         while time.thread_time() < end:
             name = rng.choices(list(share), weights=list(share.values()))[0]
             n = rng.randint(500, 20_000)  # random chunk lengths: no alignment with the tick
@@ -30,7 +33,7 @@ def test_cpu_split_matches_ground_truth_within_three_standard_errors():
             cpu[name] += time.thread_time() - t0
     weight = {name: sum(s.weight_ns for s in samples_in(p.get_samples(), name)) for name in funcs}
     count = {name: len(samples_in(p.get_samples(), name)) for name in funcs}
-    assert sum(count.values()) > 300, count
+    assert sum(count.values()) > 600, count
     # Samples carry unequal weights (timer overruns), which widens the spread of a weighted
     # share: use the effective sample count (sum w)^2 / sum w^2, not the raw count.
     ws = [s.weight_ns for name in funcs for s in samples_in(p.get_samples(), name)]
@@ -39,7 +42,7 @@ def test_cpu_split_matches_ground_truth_within_three_standard_errors():
         truth = cpu[name] / sum(cpu.values())
         measured = weight[name] / sum(weight.values())
         se = math.sqrt(truth * (1 - truth) / n)
-        assert abs(measured - truth) <= 3 * se, (name, measured, truth, se, n, count)
+        assert abs(measured - truth) <= 4 * se, (name, measured, truth, se, n, count)
 
 
 def test_samples_carry_the_executing_line_not_the_def_line():
