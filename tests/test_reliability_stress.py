@@ -55,8 +55,9 @@ def test_start_stop_cycles_race_with_thread_churn_under_1ms_sampling():
     assert after["timers_left"] == ""
     assert after["tasks"] == r["tasks_before"]  # no thread of ours left behind
     assert after["handler"] == "<Handlers.SIG_DFL: 0>"
-    # the final session still measures the right thing: not doubled, not gone
-    assert abs(r["final_samples"] - r["final_expected"]) <= 0.25 * r["final_expected"], r
+    # the final session still measures the right thing: not doubled, not gone (fewer samples
+    # with heavier weights on an oversubscribed machine: one per time slice, docs/reliability.md)
+    assert 1 <= r["final_samples"] <= 1.25 * r["final_expected"], r
     assert abs(r["final_weight_s"] - r["final_cpu_s"]) <= 0.15 * r["final_cpu_s"], r
     assert r["final_spin_share"] > 0.95
 
@@ -76,9 +77,14 @@ def test_fork_and_subprocess_in_a_loop_while_profiling():
     assert r["children_active"] == 0  # a forked child is not profiled ...
     # ... but can profile itself
     assert len(r["children_own_samples"]) == len(range(0, n, 5))
-    assert all(k >= 3 for k in r["children_own_samples"]), r  # ~12 expected: 50 ms, 4 ms tick
+    # each profiled its 0.2 s of CPU: ~50 samples at the 4 ms tick; on an oversubscribed
+    # machine the kernel checks a CPU timer about once per time slice (docs/reliability.md),
+    # so a few heavy samples, whose weights still cover most of the CPU time
+    assert all(k >= 1 for k in r["children_own_samples"]), r
+    assert all(0.3 <= s <= 1.2 for s in r["children_own_shares"]), r
     assert r["subprocess_rcs"] == [0], r["subprocess_errs"]
-    assert all(k >= 3 for k in r["subprocess_samples"]), r
+    assert all(k >= 1 for k in r["subprocess_samples"]), r
+    assert all(0.3 <= s <= 1.2 for s in r["subprocess_shares"]), r
     # the parent's profile holds its own threads only, and its work
     assert set(r["pids"]) <= {r["bg_native"]}
     assert abs(r["parent_weight_s"] - r["parent_cpu_s"]) <= 0.2 * r["parent_cpu_s"], r
@@ -115,7 +121,8 @@ def test_recursion_ten_thousand_deep_is_truncated_to_256_frames_and_marked():
     depth = scale(10_000, 50_000)
     _, r = run_workload("rel_stress.py", "recursion", depth, timeout=scale(120, 600))
     figure("deep_recursion", depth=depth, samples=r["samples"], deep=r["deep"])
-    assert r["deep"] > 50, r
+    # 0.3 s of CPU at 1 ms: ~75 samples on a quiet machine, fewer but heavier under load
+    assert r["deep"] >= 3 and r["deep_weight_s"] >= 0.2, r
     assert r["well_formed"] == r["deep"]
     assert r["truncated_stacks"] >= r["deep"]
     assert r["walk_errors"] == 0

@@ -109,7 +109,9 @@ def test_second_and_third_sessions_sample_at_the_requested_rate():
         total = sum(s.weight_ns for s in p.get_samples()) / 1e9
         results.append((len(p.get_samples()), total, cpu))
     for count, total, cpu in results:
-        assert 35 <= count <= 65, results  # 50 expected at 10 ms per 0.5 s of CPU
+        # 50 expected at 10 ms per 0.5 s of CPU (fewer, with heavier weights, on an
+        # oversubscribed machine: docs/reliability.md); twice as many would be two timers
+        assert 1 <= count <= 65, results
         assert abs(total - cpu) <= 0.1 * cpu, results
 
 
@@ -184,7 +186,9 @@ def test_generous_overhead_budget_keeps_the_requested_interval():
     stats = spprof.stats()
     assert stats["effective_interval_ms"] == 10.0
     assert stats["interval_changes"] == 0
-    assert 90 <= len(p.get_samples()) <= 150
+    assert len(p.get_samples()) <= 150  # 120 at 10 ms: the interval was not narrowed either
+    weight = sum(s.weight_ns for s in p.get_samples()) / 1e9
+    assert 0.7 * 1.2 <= weight <= 1.1 * 1.2, weight
 
 
 @pytest.mark.parametrize("bad", [0, -1, 101, "1%", True])

@@ -154,7 +154,9 @@ def test_gil_flag_tells_python_code_from_gil_free_c_code():
         for s in p.get_samples()
         if s.thread_name == "hasher" and s.frames[-1].lineno == w.line_of(hasher, "HASH_LINE")
     ]
-    assert len(main) > 50 and len(hashing) > 50
+    # 0.6 s of CPU at 2 ms: ~150 samples on a quiet machine; on an oversubscribed one about
+    # one per time slice (docs/reliability.md)
+    assert len(main) >= 5 and len(hashing) >= 5
     assert all(s.gil is not None for s in main + hashing)
     # the main thread mostly holds the GIL; sha256 of 32 MB releases it
     assert sum(s.gil for s in main) >= 0.8 * len(main)
@@ -237,10 +239,16 @@ def test_fast_rate_blocked_threads_cost_one_census_per_10ms_and_no_signals():
 
 
 def test_thread_alternating_cpu_and_sleep_splits_its_time_between_the_two_lines():
+    spent = {"spin": 0.0, "sleep": 0.0}
+
     def worker():
         for _ in range(15):
+            t0 = time.perf_counter()
             w.spin(0.02)  # SPIN_LINE
+            t1 = time.perf_counter()
             time.sleep(0.03)  # SLEEP_LINE
+            spent["spin"] += t1 - t0
+            spent["sleep"] += time.perf_counter() - t1
 
     t = threading.Thread(target=worker, name="worker")
     with spprof.Profiler(interval_ms=1, mode="wall") as p:
@@ -261,8 +269,11 @@ def test_thread_alternating_cpu_and_sleep_splits_its_time_between_the_two_lines(
             idle_sleep += s.weight_ns
         else:
             other += s.weight_ns
-    # 0.3 s of CPU in spin, 0.45 s asleep; the total is the thread's lifetime
-    assert 0.24e9 <= busy <= 0.36e9, (busy, idle_sleep, other)
-    assert 0.36e9 <= idle_sleep <= 0.54e9, (busy, idle_sleep, other)
+    # Wall time on each line, as the thread measured it: 0.3 s in spin and 0.45 s asleep on a
+    # quiet machine; on a loaded one, time preempted inside spin belongs to spin (on-CPU, as
+    # the thread was runnable) and late wake-ups to the sleep.
+    truth = (busy, idle_sleep, other, spent)
+    assert abs(busy / 1e9 - spent["spin"]) <= 0.2 * spent["spin"], truth
+    assert abs(idle_sleep / 1e9 - spent["sleep"]) <= 0.2 * spent["sleep"], truth
     assert other <= 0.1 * (busy + idle_sleep + other), (busy, idle_sleep, other)
     assert abs((busy + idle_sleep + other) / 1e9 - alive) <= 0.1 * alive

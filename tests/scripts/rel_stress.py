@@ -214,8 +214,10 @@ def parent_work(seconds):
 
 CHILD_PROFILES = (
     "import spprof, sys; sys.path.insert(0, {tests!r}); import workloads as w\n"
-    "with spprof.Profiler(interval_ms=1) as p: w.spin(0.05)\n"
-    "print(len(p.get_samples()))\n"
+    "import time\n"
+    "with spprof.Profiler(interval_ms=1) as p:\n"
+    "    t0 = time.thread_time(); w.spin(0.2); cpu = time.thread_time() - t0\n"
+    "print(len(p.get_samples()), sum(s.weight_ns for s in p.get_samples()) / 1e9 / cpu)\n"
 )
 
 
@@ -239,12 +241,16 @@ def cmd_fork(n):
             try:
                 active = spprof.is_active()
                 w.spin(0.02)
-                own = 0
+                own, share = 0, 0.0
                 if i % 5 == 0:
                     with spprof.Profiler(interval_ms=1) as p:
-                        w.spin(0.05)
+                        t0 = time.thread_time()
+                        w.spin(0.2)
+                        cpu = time.thread_time() - t0
                     own = len(p.get_samples())
-                os.write(wfd, json.dumps({"active": active, "own": own}).encode())
+                    share = sum(s.weight_ns for s in p.get_samples()) / 1e9 / cpu
+                payload = {"active": active, "own": own, "own_share": share}
+                os.write(wfd, json.dumps(payload).encode())
             finally:
                 os._exit(0)
         os.close(wfd)
@@ -279,10 +285,12 @@ def cmd_fork(n):
         fork_status=sorted({f["status"] for f in forks}),
         children_active=sum(1 for f in forks if f.get("active")),
         children_own_samples=[f["own"] for f in forks if f.get("own")],
+        children_own_shares=[round(f["own_share"], 3) for f in forks if f.get("own")],
         children_reported=sum(1 for f in forks if "active" in f),
         subprocesses=len(subs),
         subprocess_rcs=sorted({s["rc"] for s in subs}),
-        subprocess_samples=[int(s["out"] or 0) for s in subs],
+        subprocess_samples=[int(s["out"].split()[0]) if s["out"] else 0 for s in subs],
+        subprocess_shares=[float(s["out"].split()[1]) if s["out"] else 0.0 for s in subs],
         subprocess_errs=[s["err"] for s in subs if s["rc"] != 0],
         parent_samples=len([s for s in samples if "parent_work" in names_on_stacks([s])]),
         parent_weight_s=sum(s.weight_ns for s in samples if "parent_work" in names_on_stacks([s]))
@@ -390,6 +398,7 @@ def cmd_recursion(depth):
         depth=depth,
         samples=len(p.get_samples()),
         deep=len(deep),
+        deep_weight_s=sum(s.weight_ns for s in deep) / 1e9,
         well_formed=len(ok),
         truncated_stacks=stats["truncated_stacks"],
         walk_errors=stats["walk_errors"],
