@@ -93,6 +93,14 @@ static void refresh_name(ThreadRecord& rec, PyObject* active) {
     PyErr_Clear();
 }
 
+// GIL held. refresh_name() for one record, fetching threading._active itself.
+static void name_from_threading(ThreadRecord& rec) {
+    if (PyObject* active = threading_active()) {
+        refresh_name(rec, active);
+        Py_DECREF(active);
+    }
+}
+
 Session::Session(const SessionConfig& config)
     : config_(config), sampler_ring_(config.ring_bytes) {
     stack_buf_.reserve(kMaxPythonFrames + 1);
@@ -184,7 +192,8 @@ Error Session::stop() {
         table_.at(i)->state_.store(ThreadState::kDetached, std::memory_order_release);
     if (config_.native) platform_set_native_unwinding(false);
     end_ns_ = platform_monotonic_ns();
-    refresh_names_and_cpu();
+    refresh_cpu_all();
+    refresh_names();
     drain_all();
     if (config_.progress) show_progress(true);
     for (auto& r : records_) {
@@ -228,10 +237,7 @@ ThreadCtx* Session::register_thread(PyThreadState* ts, unsigned long ident, uint
     rec.cpu_last_ns = rec.cpu_start_ns;
     raw->last_cpu_ns_.store(rec.cpu_start_ns, std::memory_order_relaxed);
     rec.name = os_thread_name(tid);
-    if (PyObject* active = threading_active()) {
-        refresh_name(rec, active);
-        Py_DECREF(active);
-    }
+    name_from_threading(rec);
     records_.push_back(std::move(rec));
     live_by_tstate_[ts] = serial;
     Error e = platform_thread_attach(raw);
@@ -258,12 +264,7 @@ Error Session::register_current_thread() {
         // The scan can find a new thread before threading has put it in _active; the hook
         // runs after that, so this is the first moment its name is certain to be there.
         ThreadRecord& rec = records_[it->second];
-        if (!rec.name_from_threading) {
-            if (PyObject* active = threading_active()) {
-                refresh_name(rec, active);
-                Py_DECREF(active);
-            }
-        }
+        if (!rec.name_from_threading) name_from_threading(rec);
         return Error::none();
     }
     // Same tstate memory (and maybe the same pthread_t), new thread: the old one has ended.
@@ -348,10 +349,9 @@ void Session::refresh_cpu(uint32_t serial) {
     if (at_sample > rec.cpu_last_ns) rec.cpu_last_ns = at_sample;
 }
 
-void Session::refresh_names_and_cpu() {
+void Session::refresh_cpu_all() {
     for (uint32_t serial = 0; serial < records_.size(); ++serial)
         if (records_[serial].alive) refresh_cpu(serial);
-    refresh_names();
 }
 
 void Session::refresh_names() {
@@ -508,11 +508,8 @@ void Session::periodic() {
     // the handler records CPU with each sample): every 10th pass is plenty. Names every pass:
     // once a thread has ended, threading has forgotten it, so a rename is seen only if a pass
     // falls between it and the thread's end.
-    if (passes_++ % 10 == 0) {
-        refresh_names_and_cpu();
-    } else {
-        refresh_names();
-    }
+    if (passes_++ % 10 == 0) refresh_cpu_all();
+    refresh_names();
     drain_all();
     if (unwind_) unwind_->refresh();  // modules loaded since the last pass (cheap otherwise)
     if (config_.progress) show_progress(false);

@@ -136,7 +136,7 @@ private:
     ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid);
     void scan_threads();
     void retire(uint32_t serial);
-    void refresh_names_and_cpu();
+    void refresh_cpu_all();
     void refresh_names();
     void refresh_cpu(uint32_t serial);
     void drain_ring(RingBuffer* ring);
