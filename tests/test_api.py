@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import signal
 import sys
@@ -13,6 +15,7 @@ import pytest
 
 import spprof
 from conftest import self_weight_by_function
+from spprof import _session
 
 
 def burn(seconds: float) -> int:
@@ -21,6 +24,26 @@ def burn(seconds: float) -> int:
     while time.thread_time() < end:
         n += sum(i * i for i in range(200))
     return n
+
+
+def test_time_in_spprofs_own_start_and_stop_is_dropped_not_shown(monkeypatch):
+    # Timers run from inside start() to inside stop(). Stretch both ends with C-only work (a
+    # `x in range(...)` scan has no Python frame of its own), so samples surely land there.
+    scan = functools.partial(operator.contains, range(5_000_000))  # ~0.12 s of CPU
+    monkeypatch.setattr(_session._debug, "debug", scan)  # start() logs after arming
+    monkeypatch.setattr(_session, "_remove_thread_hook", functools.partial(scan, None))  # stop()
+    try:
+        spprof.start(interval_ms=1)
+        burn(0.2)
+        p = spprof.stop()
+    finally:
+        monkeypatch.undo()
+        _session._remove_thread_hook()
+    own = {os.path.join(os.path.dirname(spprof.__file__), f) for f in ("_session.py", "_debug.py")}
+    assert [s for s in p.samples if any(f.filename in own for f in s.frames)] == []
+    assert p.stats["samples_in_profiler"] >= 1  # the stretched ends were sampled, then dropped
+    in_burn = sum(s.weight_ns for s in p.samples if "burn" in {f.function_name for f in s.frames})
+    assert in_burn >= 0.9 * sum(s.weight_ns for s in p.samples)  # what is left is the program
 
 
 @pytest.mark.parametrize("bad", [0, -1, 0.5, 1001, "ten", None, True, float("nan")])

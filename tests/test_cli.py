@@ -66,6 +66,29 @@ def test_profile_root_is_the_programs_module_not_spprofs_runner(tmp_path):
     assert r.stderr == ""  # -q: no summary
 
 
+def test_time_in_the_cli_runner_itself_is_dropped_not_shown(tmp_path):
+    # The runner's own lines run with timers armed (before and after the program). Stretch one
+    # with C-only work: the check for a live session in record()'s `finally` becomes a scan
+    # that takes ~0.12 s and then answers True.
+    out = tmp_path / "p.json"
+    code = (
+        "import functools, itertools, operator, sys\n"
+        "import spprof.cli as cli\n"
+        "scan = itertools.chain(range(5_000_000), [None])\n"
+        "cli._session.is_active = functools.partial(operator.contains, scan, None)\n"
+        f"sys.exit(cli.main(['-q', '-i', '1', '-o', {str(out)!r}, {TARGET!r}]))\n"
+    )
+    r = run_python("-c", code)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    frames = doc["shared"]["frames"]
+    # (the -c driver sits above the runner here, so spprof frames stay inside the stacks)
+    leaves = {frames[s[-1]].get("file", "") for p in doc["profiles"] for s in p["samples"] if s}
+    assert [f for f in leaves if "spprof" in f] == []
+    weights = _hot_names(out)
+    assert max(weights, key=weights.get) == "hot_function"
+
+
 def test_module_mode(tmp_path):
     out = tmp_path / "m.json"
     r = run_python("-m", "spprof", "-o", str(out), "-m", "clipkg", "x", "-y", cwd=SCRIPTS)

@@ -325,6 +325,32 @@ class Profile:
         self.stacks = new_stacks
         self._samples = None
 
+    def drop_profiler_samples(self, is_profiler: Callable[[Frame], bool]) -> int:
+        """Drop the samples whose running Python frame is the profiler's own; return how many.
+
+        Timers run from inside start() until inside stop(), so a sample can land in spprof's
+        own Python code (start/stop, the thread hook, the CLI runner). That time is the
+        profiler's, not the program's; py-spy, sampling from outside, never shows it either.
+        """
+        table = self.frame_table
+        own: set[int] = set()
+        for stack_id, ids in enumerate(self.stacks):
+            running = next((table[i] for i in reversed(ids) if not table[i].is_native), None)
+            if running is not None and is_profiler(running):
+                own.add(stack_id)
+        if not own:
+            return 0
+        kept = bytearray()
+        dropped = 0
+        for row in _ROW.iter_unpack(self.rows):
+            if row[2] in own:
+                dropped += 1
+            else:
+                kept += _ROW.pack(*row)
+        self.rows = bytes(kept)
+        self._samples = None
+        return dropped
+
     # ---- output -----------------------------------------------------------------------------
     def save(self, path: Any, format: str = "speedscope") -> None:
         """Write the profile to `path` in `format`.

@@ -91,6 +91,26 @@ def _make_config(
     return _Config(interval, mode, bool(native), _check_memory(memory_limit_mb), path, fmt, timer)
 
 
+# ---- the profiler's own frames ---------------------------------------------------------------
+
+
+def _own_files() -> frozenset[str]:
+    # spprof's Python code that runs while timers are armed: start/stop, the thread hook, the
+    # debug log, the CLI runner. Named as the interpreter names them (co_filename) and absolute.
+    here = os.path.dirname(_own_files.__code__.co_filename)
+    names = ("_session.py", "_debug.py", "cli.py", "__main__.py")
+    return frozenset(
+        p for n in names for p in (os.path.join(here, n), os.path.abspath(os.path.join(here, n)))
+    )
+
+
+_OWN_FILES = _own_files()
+
+
+def _is_profiler_frame(frame: Any) -> bool:
+    return frame.filename in _OWN_FILES
+
+
 # ---- thread discovery ---------------------------------------------------------------------
 
 
@@ -196,6 +216,7 @@ def stop() -> Profile:
         finally:
             _active = None
     profile = Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg))
+    profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(_is_profiler_frame)
     _debug.debug(
         f"stopped: {profile.sample_count} samples, {profile.dropped_count} dropped, "
         f"{len(profile.thread_table)} threads"
