@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 # SampleRow in stack_store.h: timestamp_ns, weight_ns, stack id, serial | flags << 24.
 _ROW = struct.Struct("<QQII")
+assert _ROW.size == 6 * 4  # _row_words reads rows as six uint32 words
 _SERIAL_MASK = (1 << 24) - 1
 
 # SampleFlags in sample_record.h
@@ -292,21 +293,17 @@ class Profile:
     def filter(self, *, idle: bool = True, gil_only: bool = False) -> Profile:
         """A copy keeping only some samples: idle=False drops samples of blocked threads
         (wall mode), gil_only=True keeps only samples whose thread held the GIL."""
-        kept = bytearray()
-        dropped = 0
-        for row in _ROW.iter_unpack(self.rows):
-            flags = row[3] >> 24
-            if (not idle and flags & FLAG_IDLE) or (
-                gil_only and not (flags & FLAG_GIL_KNOWN and flags & FLAG_HAS_GIL)
-            ):
-                dropped += 1
-                continue
-            kept += _ROW.pack(*row)
+        gil = FLAG_GIL_KNOWN | FLAG_HAS_GIL
+        drop = [
+            i
+            for i, tag in enumerate(self._row_words(5))
+            if (not idle and (tag >> 24) & FLAG_IDLE) or (gil_only and ((tag >> 24) & gil) != gil)
+        ]
         return replace(
             self,
-            rows=bytes(kept),
+            rows=self._rows_without(drop),
             _samples=None,
-            metadata={**self.metadata, "filtered_out": dropped},
+            metadata={**self.metadata, "filtered_out": len(drop)},
         )
 
     def drop_root_frames(self, is_runner: Callable[[Frame], bool]) -> None:
@@ -333,23 +330,39 @@ class Profile:
         profiler's, not the program's; py-spy, sampling from outside, never shows it either.
         """
         table = self.frame_table
+        verdict: dict[int, bool] = {}  # per frame id: stacks share their running frames
         own: set[int] = set()
         for stack_id, ids in enumerate(self.stacks):
-            running = next((table[i] for i in reversed(ids) if not table[i].is_native), None)
-            if running is not None and is_profiler(running):
+            running = next((i for i in reversed(ids) if not table[i].is_native), None)
+            if running is None:
+                continue
+            if running not in verdict:
+                verdict[running] = is_profiler(table[running])
+            if verdict[running]:
                 own.add(stack_id)
         if not own:
             return 0
-        kept = bytearray()
-        dropped = 0
-        for row in _ROW.iter_unpack(self.rows):
-            if row[2] in own:
-                dropped += 1
-            else:
-                kept += _ROW.pack(*row)
-        self.rows = bytes(kept)
+        drop = [i for i, stack_id in enumerate(self._row_words(4)) if stack_id in own]
+        self.rows = self._rows_without(drop)
         self._samples = None
-        return dropped
+        return len(drop)
+
+    # Row filtering at C speed: stop() runs drop_profiler_samples on every session, and a
+    # Python unpack/pack per row cost 20-25 ms at 100,000 rows (the stop() target is 50 ms).
+    def _row_words(self, word: int) -> list[int]:
+        """One uint32 word of every row (six words each): 4 is the stack id, 5 serial | flags."""
+        return memoryview(self.rows).cast("I")[word::6].tolist()
+
+    def _rows_without(self, drop: list[int]) -> bytes:
+        """The rows minus those at the (ascending) indices in `drop`."""
+        if not drop:
+            return self.rows
+        size, rows, parts, start = _ROW.size, self.rows, [], 0
+        for i in drop:
+            parts.append(rows[start * size : i * size])
+            start = i + 1
+        parts.append(rows[start * size :])
+        return b"".join(parts)
 
     # ---- output -----------------------------------------------------------------------------
     def save(self, path: Any, format: str = "speedscope") -> None:

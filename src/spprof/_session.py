@@ -94,21 +94,24 @@ def _make_config(
 # ---- the profiler's own frames ---------------------------------------------------------------
 
 
-def _own_files() -> frozenset[str]:
-    # spprof's Python code that runs while timers are armed: start/stop, the thread hook, the
-    # debug log, the CLI runner. Named as the interpreter names them (co_filename) and absolute.
-    here = os.path.dirname(_own_files.__code__.co_filename)
-    names = ("_session.py", "_debug.py", "cli.py", "__main__.py")
-    return frozenset(
-        p for n in names for p in (os.path.join(here, n), os.path.abspath(os.path.join(here, n)))
-    )
+def _package_files(*names: str) -> frozenset[str]:
+    """Absolute paths of these files of the spprof package."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return frozenset(os.path.join(here, n) for n in names)
 
 
-_OWN_FILES = _own_files()
+def _frame_in(frame: Any, files: frozenset[str]) -> bool:
+    name = frame.filename
+    return name in files or (not name.startswith("<") and os.path.abspath(name) in files)
+
+
+# spprof's Python code that runs while timers are armed: start/stop, the thread hook, the
+# debug log, the CLI runner (Profile.drop_profiler_samples).
+_OWN_FILES = _package_files("_session.py", "_debug.py", "cli.py", "__main__.py")
 
 
 def _is_profiler_frame(frame: Any) -> bool:
-    return frame.filename in _OWN_FILES
+    return _frame_in(frame, _OWN_FILES)
 
 
 # ---- thread discovery ---------------------------------------------------------------------

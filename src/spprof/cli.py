@@ -181,19 +181,14 @@ def _prepare(kind: str, target: str, args: list[str]) -> Any:
     return lambda: exec(compiled, main_globals)
 
 
-_RUNNER_FILES = {
-    os.path.abspath(__file__),
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py"),
+_RUNNER_FILES = _session._package_files("cli.py", "__main__.py") | {
     os.path.abspath(runpy.__file__),
     "<frozen runpy>",
 }
 
 
 def _is_runner_frame(frame: Any) -> bool:
-    name = frame.filename
-    return name in _RUNNER_FILES or (
-        not name.startswith("<") and os.path.abspath(name) in _RUNNER_FILES
-    )
+    return _session._frame_in(frame, _RUNNER_FILES)
 
 
 def _on_sigterm(signum: int, frame: Any) -> NoReturn:
