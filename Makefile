@@ -8,7 +8,8 @@ PYTHONS ?= $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
 PYTHON ?= python3
 VENVS := .venvs
 DEV_DEPS := pytest pytest-benchmark jsonschema "setuptools>=64" wheel
-NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend/*.cpp) $(wildcard src/spprof/_ext/unwind/*.cpp)
+NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend/*.cpp) $(wildcard src/spprof/_ext/unwind/*.cpp) \
+               src/spprof/_ext/platform/fault_guard_linux.cpp src/spprof/_ext/log.cpp
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 

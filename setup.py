@@ -1,7 +1,7 @@
 """Build spprof._ext, the C++17 core, with setuptools.
 
 Every .cpp under src/spprof/_ext is compiled except the OS layer, of which exactly one side
-is chosen: platform/linux.cpp on Linux, platform/darwin.cpp + platform/darwin_mach.cpp on
+is chosen: platform/linux.cpp and platform/fault_guard_linux.cpp on Linux, platform/darwin.cpp + platform/darwin_mach.cpp on
 macOS. Environment switches (used by the Makefile and CI):
   SPPROF_WERROR=1    -Wall -Wextra -Werror on our own code
   SPPROF_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer build
@@ -29,7 +29,7 @@ def _sources() -> list[str]:
     if sys.platform == "darwin":
         os_layer = ["platform/darwin.cpp", "platform/darwin_mach.cpp"]
     elif sys.platform.startswith("linux"):
-        os_layer = ["platform/linux.cpp"]
+        os_layer = ["platform/linux.cpp", "platform/fault_guard_linux.cpp"]
     else:
         raise SystemExit(f"spprof supports Linux and macOS, not {sys.platform}")
     return portable + [str(EXT_DIR / p) for p in os_layer]

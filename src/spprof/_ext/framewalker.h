@@ -6,7 +6,9 @@
 // lines are resolved later, GIL held (resolver.h).
 //
 // SIGNAL-SAFE, NO-HEAP when the Reader is: no allocation, no locks, no Python API, every loop
-// bounded. Callers: the Linux signal handler (DirectReader over its own thread's memory) and
+// bounded. Nothing read is trusted: a frame owner this version does not have, a code pointer
+// that is no code object, an instruction pointer outside its code's bytecode end the walk
+// (WalkResult::error), keeping the frames before. Loads that fault are the caller's to survive. Callers: the Linux signal handler (DirectReader over its own thread's memory) and
 // the macOS Mach sampler (a reader that cannot fault, over a suspended thread).
 #pragma once
 
@@ -59,7 +61,7 @@ namespace spprof {
 
 // Reads a code object's facts. False when `code` is not a code object (or cannot be read).
 template <class Reader>
-inline bool read_code_facts(const Reader& r, uintptr_t code, CodeFacts* out) {
+SPPROF_NO_SANITIZE_ADDRESS inline bool read_code_facts(const Reader& r, uintptr_t code, CodeFacts* out) {
     uintptr_t type = 0;
     if (code == 0 || !r.read(code + offsetof(PyObject, ob_type), &type, sizeof type)) return false;
     if (type != reinterpret_cast<uintptr_t>(&PyCode_Type)) return false;
@@ -69,21 +71,34 @@ inline bool read_code_facts(const Reader& r, uintptr_t code, CodeFacts* out) {
         !r.read(code + offsetof(PyCodeObject, co_name), &name, sizeof name))
         return false;
     int first_traceable = 0;
+    Py_ssize_t units = 0;
 #if PY_VERSION_HEX >= 0x030B0000
+    // The bytecode is inline: ob_size counts its code units.
     if (!r.read(code + offsetof(PyCodeObject, _co_firsttraceable), &first_traceable,
-                sizeof first_traceable))
+                sizeof first_traceable) ||
+        !r.read(code + offsetof(PyVarObject, ob_size), &units, sizeof units))
         return false;
+#else
+    // co_code is a bytes object of 2-byte instructions.
+    uintptr_t bytes = 0;
+    if (!r.read(code + offsetof(PyCodeObject, co_code), &bytes, sizeof bytes) || bytes == 0 ||
+        !r.read(bytes + offsetof(PyVarObject, ob_size), &units, sizeof units))
+        return false;
+    units /= 2;
 #endif
+    if (units < 0 || units > INT32_MAX) return false;
     out->code = code;
     out->fingerprint = code_fingerprint(first_line, name);
     out->first_traceable = first_traceable;
+    out->code_units = static_cast<uint32_t>(units);
     return true;
 }
 
 struct WalkResult {
     uint32_t depth = 0;
     bool truncated = false;
-    bool error = false;  // a read failed mid-chain: the frames so far are kept
+    bool error = false;  // a read failed or a value was implausible (a torn chain): the
+                         // frames so far are kept, nothing past that value is followed
 };
 
 // Walk the Python frames of `tstate`, leaf first, into out[0..max). SIGNAL-SAFE, NO-HEAP.
@@ -100,10 +115,21 @@ struct NoCodeFactsCache {
     void put(const CodeFacts&) {}
 };
 
+// Where the walk reports each frame it recorded, as it goes. The capture path passes a
+// volatile counter so that a walk abandoned by a fault (see signal_handler.cpp) still knows how
+// many frames it wrote; other callers need nothing.
+struct NoProgress {
+    void operator()(uint32_t) const {}
+};
+struct VolatileProgress {
+    volatile uint32_t* depth;
+    void operator()(uint32_t d) const { *depth = d; }
+};
+
 // The loop, once per cache type: the per-frame path then has no "is there a cache" test.
-template <class Reader, class Cache>
-inline WalkResult walk_frames(const Reader& r, uintptr_t frame, RawFrame* out, uint32_t max,
-                              Cache& cache) {
+template <class Reader, class Cache, class Progress>
+SPPROF_NO_SANITIZE_ADDRESS inline WalkResult walk_frames(const Reader& r, uintptr_t frame, RawFrame* out,
+                                                         uint32_t max, Cache& cache, Progress progress) {
     WalkResult res;
     cache.sync();
     RawFrame* next = out;
@@ -134,7 +160,10 @@ inline WalkResult walk_frames(const Reader& r, uintptr_t frame, RawFrame* out, u
             cache.put(read);
             facts = &read;
         }
-        PyLayout::finish_frame(*facts, &v);
+        if (__builtin_expect(!PyLayout::finish_frame(*facts, &v), 0)) {
+            res.error = true;  // code and instruction pointer disagree: torn
+            break;
+        }
         if (v.skip) continue;  // incomplete: not started yet
         if (next == end) {
             res.truncated = true;
@@ -144,23 +173,25 @@ inline WalkResult walk_frames(const Reader& r, uintptr_t frame, RawFrame* out, u
         next->instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
         next->fingerprint = facts->fingerprint;
         ++next;
+        progress(static_cast<uint32_t>(next - out));
     }
     res.depth = static_cast<uint32_t>(next - out);
     return res;
 }
 
-template <class Reader>
-inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame* out, uint32_t max,
-                                    CodeFactsCache* cache = nullptr) {
+template <class Reader, class Progress = NoProgress>
+SPPROF_NO_SANITIZE_ADDRESS inline WalkResult walk_python_stack(const Reader& r, uintptr_t tstate, RawFrame* out,
+                                                               uint32_t max, CodeFactsCache* cache = nullptr,
+                                                               Progress progress = Progress{}) {
     uintptr_t frame = 0;
     if (!PyLayout::first_frame(r, tstate, &frame)) {
         WalkResult res;
         res.error = true;
         return res;
     }
-    if (cache != nullptr) return walk_frames(r, frame, out, max, *cache);
+    if (cache != nullptr) return walk_frames(r, frame, out, max, *cache, progress);
     NoCodeFactsCache none;
-    return walk_frames(r, frame, out, max, none);
+    return walk_frames(r, frame, out, max, none, progress);
 }
 
 }  // namespace spprof

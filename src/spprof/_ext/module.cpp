@@ -68,6 +68,10 @@ PyObject* build_stats(const Session* s) {
               put(d, "dropped_busy", PyLong_FromUnsignedLongLong(cs.dropped_busy)) &&
               put(d, "dropped_memory_limit", PyLong_FromUnsignedLongLong(dropped_memory)) &&
               put(d, "walk_errors", PyLong_FromUnsignedLongLong(cs.walk_errors)) &&
+              put(d, "walk_faults", PyLong_FromUnsignedLongLong(cs.walk_faults)) &&
+              put(d, "native_faults", PyLong_FromUnsignedLongLong(cs.native_faults)) &&
+              put(d, "samples_unguarded", PyLong_FromUnsignedLongLong(cs.unguarded)) &&
+              put(d, "fault_guard_retaken", PyLong_FromUnsignedLongLong(platform_fault_guard_retaken())) &&
               put(d, "truncated_stacks", PyLong_FromUnsignedLongLong(cs.truncated)) &&
               put(d, "signals", PyLong_FromUnsignedLongLong(ps.signals)) &&
               put(d, "foreign_signals", PyLong_FromUnsignedLongLong(ps.foreign_signals)) &&

@@ -1,8 +1,7 @@
 // reader.h: how the frame walk (framewalker.h) reads memory, and its fast path for readers
 // of the caller's own memory.
 //
-// A Reader has `bool read(addr, out, n) const`: copy n bytes or fail; it always fails below
-// 4096 (the null page), which is how the walk sees the end of a chain. A reader of memory that
+// A Reader has `bool read(addr, out, n) const`: copy n bytes or fail. A reader of memory that
 // plain loads can reach may also have `const void* view(addr, n) const`: the address to load
 // those n bytes from, or null when they fail the reader's checks. The walk then checks an
 // object's base address once and loads only the fields it uses, instead of copying the object
@@ -18,21 +17,40 @@
 #include <type_traits>
 #include <utility>
 
+// The capture path follows pointers that may point at memory the allocator has freed and
+// AddressSanitizer has poisoned; the fault guard, not ASan, is what stands behind those reads.
+// Every function on the walk carries this, so the walk inlines as one uninstrumented body.
+#if defined(__clang__) || defined(__GNUC__)
+#define SPPROF_NO_SANITIZE_ADDRESS __attribute__((no_sanitize_address))
+#else
+#define SPPROF_NO_SANITIZE_ADDRESS
+#endif
+
 namespace spprof {
 
-// Reads the caller's own memory. For the Linux handler, which only ever walks the thread it
-// interrupted: that chain is consistent at every instruction boundary of that thread, so the
-// checks here (null page, natural alignment) catch torn or stale values and a load is enough.
+// Reads the caller's own memory with plain loads. For the Linux capture path, which walks the
+// thread it interrupted. That chain is NOT always consistent: CPython 3.12 publishes a new
+// tstate->cframe before it sets its current_frame, greenlet rewrites frame links while it
+// switches stacks, and other C code may do the same. So view() rejects what can never be an
+// object address (the first 64 KiB, which Linux never maps below vm.mmap_min_addr; anything
+// at or above 2^56, i.e. kernel, non-canonical or tagged; a misaligned field), and whatever
+// passes may still fault: the capture path runs the walk under the fault guard
+// (platform_fault_guard_*), which turns such a fault into a truncated, counted sample.
 struct DirectReader {
-    // The first page is never mapped.
-    static constexpr uintptr_t kNullPageEnd = 4096;
+    // Below this nothing is ever mapped (vm.mmap_min_addr is 64 KiB by default); torn links
+    // seen in the field (0xEC00) land here.
+    static constexpr uintptr_t kMinAddress = 0x10000;
+    // User space ends below 2^47 (x86_64, 4-level paging) or 2^48 (aarch64); 2^56 leaves room
+    // for 5-level paging and still rejects kernel and garbage high-bit values.
+    static constexpr uintptr_t kAddressLimit = uintptr_t{1} << 56;
 
-    const void* view(uintptr_t addr, size_t n) const {
+    SPPROF_NO_SANITIZE_ADDRESS const void* view(uintptr_t addr, size_t n) const {
         const uintptr_t align = n >= 8 ? 8 : (n >= 4 ? 4 : (n >= 2 ? 2 : 1));
-        if (addr < kNullPageEnd || (addr & (align - 1)) != 0) return nullptr;
+        if (addr - kMinAddress >= kAddressLimit - kMinAddress || (addr & (align - 1)) != 0)
+            return nullptr;
         return reinterpret_cast<const void*>(addr);
     }
-    bool read(uintptr_t addr, void* out, size_t n) const {
+    SPPROF_NO_SANITIZE_ADDRESS bool read(uintptr_t addr, void* out, size_t n) const {
         const void* p = view(addr, n);
         if (p == nullptr) return false;
         std::memcpy(out, p, n);
@@ -49,7 +67,7 @@ struct ReaderHasView<R, std::void_t<decltype(std::declval<const R&>().view(uintp
 // The bytes of a T at addr, to load fields from with load_field(): the reader's view when it
 // has one (one check, no copy), else a copy in *buf (one read). Null when unreadable.
 template <class T, class R>
-inline const unsigned char* read_object(const R& r, uintptr_t addr, T* buf) {
+SPPROF_NO_SANITIZE_ADDRESS inline const unsigned char* read_object(const R& r, uintptr_t addr, T* buf) {
     static_assert(std::is_trivially_copyable<T>::value, "copied byte for byte");
     if constexpr (ReaderHasView<R>::value) {
         (void)buf;
@@ -63,7 +81,7 @@ inline const unsigned char* read_object(const R& r, uintptr_t addr, T* buf) {
 // One field of an object returned by read_object(). memcpy, not a cast: the bytes are a
 // mirror of a struct we do not include, and this compiles to a single load.
 template <class F>
-inline F load_field(const unsigned char* obj, size_t offset) {
+SPPROF_NO_SANITIZE_ADDRESS inline F load_field(const unsigned char* obj, size_t offset) {
     F v;
     std::memcpy(&v, obj + offset, sizeof v);
     return v;

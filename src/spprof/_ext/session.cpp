@@ -136,6 +136,14 @@ Error Session::start() {
         if (config_.native) platform_set_native_unwinding(false);
         return e;
     }
+    // The guard before the first capture: from here a torn frame chain costs a sample, never
+    // the process.
+    e = platform_fault_guard_install(capture_fault_claim());
+    if (!e.ok()) {
+        platform_timer_destroy();
+        if (config_.native) platform_set_native_unwinding(false);
+        return e;
+    }
     capture_enable(&table_, unwind_.get());
     running_ = true;
     scan_threads();
@@ -188,6 +196,7 @@ Error Session::stop() {
     timer_name_ = ps.timer;  // a fallback may have happened after start()
     for (size_t i = 0; i < table_.size(); ++i) platform_thread_detach(table_.at(i));
     platform_timer_destroy();
+    platform_fault_guard_remove();  // no capture runs any more (capture_disable_and_wait)
     for (size_t i = 0; i < table_.size(); ++i)
         table_.at(i)->state_.store(ThreadState::kDetached, std::memory_order_release);
     if (config_.native) platform_set_native_unwinding(false);
@@ -640,6 +649,9 @@ void* Session::drain_main(void* arg) {
             self->drain_cv_.wait_for(lock, period, [self] { return self->drain_stop_; });
             if (self->drain_stop_) break;
         }
+        // Every wake-up, without the GIL: a SIGSEGV/SIGBUS handler the program installed since
+        // the last one is put behind the fault guard again.
+        platform_fault_guard_keep();
         if (++idle_periods < max_idle && !capture_take_drain_request() && !platform_handler_replaced())
             continue;
         idle_periods = 0;

@@ -2,10 +2,11 @@
 // except capture_enable/capture_disable_and_wait/capture_stats is SIGNAL-SAFE and NO-HEAP.
 #include "signal_handler.h"
 
-#include <atomic>
-#include <chrono>
-#include <thread>
+#include <setjmp.h>
 
+#include <atomic>
+
+#include "capture_gate.h"
 #include "framewalker.h"
 #include "platform/platform.h"
 #include "sample_record.h"
@@ -17,29 +18,70 @@
 namespace spprof {
 namespace {
 
-std::atomic<ThreadTable*> g_table{nullptr};
-std::atomic<const UnwindTables*> g_unwind{nullptr};  // null: Python frames only
+// The session's thread table, for captures (CaptureGate: stop waits for them to leave).
+CaptureGate<ThreadTable> g_gate;
+std::atomic<const UnwindTables*> g_unwind{nullptr};  // null: Python frames only; read inside the gate
 // Set by a capture that left its ring over a quarter full; taken by the drain thread.
 std::atomic<bool> g_drain_wanted{false};
-// Handlers currently inside capture_*: stop waits for zero before the table may be freed.
-std::atomic<int> g_in_flight{0};
 
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
-        walk_errors{0}, truncated{0}, idle{0}, native_unwinds{0}, native_fp_steps{0},
-        capture_ns{0};
+        walk_errors{0}, walk_faults{0}, native_faults{0}, unguarded{0}, truncated{0}, idle{0},
+        native_unwinds{0}, native_fp_steps{0}, capture_ns{0};
     std::atomic<uint64_t> native_stops[10];
 };
 Counters g_counters;
 
-static_assert(std::atomic<ThreadTable*>::is_always_lock_free, "read from the signal handler");
-static_assert(std::atomic<int>::is_always_lock_free, "read from the signal handler");
 static_assert(static_cast<int>(UnwindStop::kUnsupported) == 9, "native_stops has one slot per reason");
 
 inline void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
 
+// What the guarded part of a capture leaves behind, in memory the fault jump does not lose.
+struct CaptureWork {
+    volatile uint32_t py_depth = 0;  // frames written so far, updated frame by frame
+    WalkResult walk;                 // complete only when the walk returned
+    uint32_t native_depth = 0;       // written once, when the unwind returned
+    UnwindStatus native;
+    bool python_done = false;
+    bool native_ran = false;
+};
+
+// SIGNAL-SAFE, NO-HEAP. The part of a capture that follows interpreter pointers: the Python
+// walk, then the native unwind. Runs armed: a load that faults (a torn chain pointing at
+// unmapped memory) lands in the fault guard's handler, whose claim (claim_fault) jumps back to
+// the sigsetjmp below, and the capture goes on with what `work` holds. False after such a
+// jump. Not inlined: sigsetjmp needs a frame of its own that outlives the walk.
+__attribute__((noinline)) SPPROF_NO_SANITIZE_ADDRESS bool guarded_walk(ThreadCtx* ctx, uintptr_t tstate,
+                                                                       RawFrame* frames, const void* ucontext,
+                                                                       const UnwindTables* unwind,
+                                                                       CaptureWork* work) {
+    // savemask 0: no sigprocmask call per capture. The jump leaves the mask as the fault
+    // handler had it, which (SA_NODEFER, empty sa_mask) is this handler's own.
+    if (sigsetjmp(ctx->fault_env_, 0) != 0) return false;
+    ctx->fault_armed_.store(true, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    work->walk = walk_python_stack(DirectReader{}, tstate, frames, kMaxPythonFrames, &ctx->code_cache_,
+                                   VolatileProgress{&work->py_depth});
+    work->python_done = true;
+    if (unwind != nullptr && ucontext != nullptr) {
+        RegisterContext regs;
+        if (register_context_from_ucontext(ucontext, &regs)) {
+            UnwindStatus st;
+            work->native_depth = unwind_native(unwind->current(), regs, ctx->stack_lo_, ctx->stack_hi_,
+                                               reinterpret_cast<uint64_t*>(frames + work->walk.depth),
+                                               kMaxNativeFrames, &st);
+            work->native = st;
+            work->native_ran = true;
+        }
+    }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    ctx->fault_armed_.store(false, std::memory_order_relaxed);
+    return true;
+}
+
 // SIGNAL-SAFE, NO-HEAP. Writes one record for the calling thread into ctx's ring.
-bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool idle = false) {
+bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, const UnwindTables* unwind,
+                  bool idle = false) {
     if (ctx == nullptr || ctx->magic_ != kThreadCtxMagic ||
         ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached) {
         bump(g_counters.no_thread);
@@ -50,6 +92,12 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
     PyThreadState* self = PyGILState_GetThisThreadState();
     if (self == nullptr || reinterpret_cast<struct _ts*>(self) != ctx->tstate_) {
         bump(g_counters.no_thread);
+        return false;
+    }
+    // Someone else's SIGSEGV/SIGBUS handler is in front of the guard (until the drain puts it
+    // back), or the guard stepped aside for a fault that was not ours: no unguarded walk.
+    if (!platform_fault_guard_ready()) {
+        bump(g_counters.unguarded);
         return false;
     }
     if (ctx->busy_.exchange(true, std::memory_order_acquire)) {
@@ -70,25 +118,34 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
     const uint64_t started = platform_monotonic_ns();
     auto* hdr = static_cast<RawSampleHeader*>(space);
     auto* frames = reinterpret_cast<RawFrame*>(hdr + 1);
-    const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(self),
-                                           frames, kMaxPythonFrames, &ctx->code_cache_);
+    CaptureWork work;
+    const bool clean = guarded_walk(ctx, reinterpret_cast<uintptr_t>(self), frames, ucontext, unwind, &work);
+    WalkResult w = work.walk;
+    uint32_t native_depth = work.native_depth;
+    if (!clean) {
+        // A load faulted. In the Python walk: keep the frames before it (the root side is
+        // lost). In the native unwind: keep every Python frame and drop the native ones.
+        if (work.python_done) {
+            bump(g_counters.native_faults);
+            native_depth = 0;
+        } else {
+            bump(g_counters.walk_faults);
+            w.depth = work.py_depth;
+            w.truncated = true;
+        }
+    }
     if (w.error) bump(g_counters.walk_errors);
     if (w.truncated) bump(g_counters.truncated);
-    // Native frames go right after the Python ones, in the same record.
-    uint32_t native_depth = 0;
-    const UnwindTables* unwind = g_unwind.load(std::memory_order_acquire);
-    if (unwind != nullptr && ucontext != nullptr) {
-        RegisterContext regs;
-        if (register_context_from_ucontext(ucontext, &regs)) {
-            UnwindStatus st;
-            native_depth = unwind_native(unwind->current(), regs, ctx->stack_lo_, ctx->stack_hi_,
-                                         reinterpret_cast<uint64_t*>(frames + w.depth),
-                                         kMaxNativeFrames, &st);
-            bump(g_counters.native_unwinds);
-            g_counters.native_fp_steps.fetch_add(st.fp_steps, std::memory_order_relaxed);
-            const auto stop = static_cast<uint32_t>(st.stop);
-            if (stop < 10) bump(g_counters.native_stops[stop]);
-        }
+    if (work.native_ran) {
+        bump(g_counters.native_unwinds);
+        g_counters.native_fp_steps.fetch_add(work.native.fp_steps, std::memory_order_relaxed);
+        const auto stop = static_cast<uint32_t>(work.native.stop);
+        if (stop < 10) bump(g_counters.native_stops[stop]);
+    }
+    if (w.depth == 0 && native_depth == 0 && !clean) {
+        // Nothing readable at all: no record (counted above).
+        ctx->busy_.store(false, std::memory_order_release);
+        return false;
     }
     hdr->timestamp_ns = started;
     hdr->weight_ns = weight_ns;
@@ -102,6 +159,8 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
     hdr->depth = static_cast<uint16_t>(w.depth);
     hdr->native_depth = static_cast<uint16_t>(native_depth);
     hdr->reserved = 0;
+    // Native pcs follow the Python frames actually kept: after a fault in the Python walk
+    // there are none (the unwind never ran).
     ring->commit(sizeof(RawSampleHeader) + w.depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t));
     if (ring->used() > ring->capacity() / 4) g_drain_wanted.store(true, std::memory_order_relaxed);
     ctx->captured_.fetch_add(1, std::memory_order_relaxed);
@@ -111,48 +170,69 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, bool
     return true;
 }
 
-// Keeps g_in_flight raised for the scope of one capture.
-struct InFlight {
-    InFlight() { g_in_flight.fetch_add(1, std::memory_order_acq_rel); }
-    ~InFlight() { g_in_flight.fetch_sub(1, std::memory_order_acq_rel); }
-};
+// SIGNAL-SAFE, NO-HEAP. The fault guard's claim (platform_fault_guard_install): runs in the
+// SIGSEGV/SIGBUS handler of the faulting thread. When that thread is inside guarded_walk, jumps
+// back there and does not return; otherwise returns and the fault is not ours. The lookup may
+// scan the whole table: it runs once per fault, never per sample.
+void claim_fault() {
+    const uint64_t tid = platform_current_tid();
+    ThreadCtx* armed = nullptr;
+    {
+        GateScope<ThreadTable> scope(g_gate);  // the table outlives this scope
+        const ThreadTable* table = scope.get();
+        if (table == nullptr) return;
+        ThreadCtx* ctx = table->by_tid(tid);
+        if (ctx == nullptr || ctx->native_tid_ != tid || !ctx->fault_armed_.load(std::memory_order_relaxed)) {
+            ctx = nullptr;
+            const uint32_t n = table->published();
+            for (uint32_t i = 0; i < n && ctx == nullptr; ++i) {
+                ThreadCtx* c = table->by_serial(i);
+                if (c != nullptr && c->native_tid_ == tid && c->fault_armed_.load(std::memory_order_relaxed))
+                    ctx = c;
+            }
+        }
+        armed = ctx;
+    }
+    // The capture that armed it still holds its own place in the gate, so ctx stays valid.
+    if (armed == nullptr) return;
+    armed->fault_armed_.store(false, std::memory_order_relaxed);
+    siglongjmp(armed->fault_env_, 1);
+}
 
 }  // namespace
 
 void capture_enable(ThreadTable* table, const UnwindTables* unwind) {
     g_unwind.store(unwind, std::memory_order_release);
-    g_table.store(table, std::memory_order_release);
+    g_gate.publish(table);
 }
 
 bool capture_disable_and_wait() {
-    g_table.store(nullptr, std::memory_order_release);
-    g_unwind.store(nullptr, std::memory_order_release);
     // A capture is a few microseconds; a thread preempted inside one may take a scheduler
     // slice or two. One second means something is badly wrong: report it, never hang.
-    for (int i = 0; i < 100000; ++i) {
-        if (g_in_flight.load(std::memory_order_acquire) == 0) return true;
-        std::this_thread::sleep_for(std::chrono::microseconds(10));
-    }
-    return false;
+    const bool done = g_gate.close_and_wait();
+    g_unwind.store(nullptr, std::memory_order_release);
+    return done;
 }
 
+FaultClaimFn capture_fault_claim() { return &claim_fault; }
+
 bool capture_by_serial(uint32_t serial, uint64_t weight_ns, const void* ucontext) {
-    InFlight guard;
-    ThreadTable* table = g_table.load(std::memory_order_acquire);
+    GateScope<ThreadTable> scope(g_gate);
+    ThreadTable* table = scope.get();
     if (table == nullptr) return false;
-    return capture_into(table->by_serial(serial), weight_ns, ucontext);
+    return capture_into(table->by_serial(serial), weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));
 }
 
 bool capture_wall_by_serial(uint32_t serial, const void* ucontext) {
-    InFlight guard;
-    ThreadTable* table = g_table.load(std::memory_order_acquire);
+    GateScope<ThreadTable> scope(g_gate);
+    ThreadTable* table = scope.get();
     if (table == nullptr) return false;
     ThreadCtx* ctx = table->by_serial(serial);
     if (ctx == nullptr || ctx->magic_ != kThreadCtxMagic) return false;
     // A signal whose weight an earlier delivery already took stands for no time: skip it.
     const uint64_t weight = ctx->pending_weight_ns_.exchange(0, std::memory_order_acq_rel);
     if (weight == 0) return true;
-    const bool ok = capture_into(ctx, weight, ucontext,
+    const bool ok = capture_into(ctx, weight, ucontext, g_unwind.load(std::memory_order_acquire),
                                  ctx->pending_idle_.exchange(false, std::memory_order_relaxed));
     // The CPU this capture cost is not the thread running: the wall sampler measures the next
     // tick from here. Without it a sleeping thread whose captures cost more than the run
@@ -164,10 +244,10 @@ bool capture_wall_by_serial(uint32_t serial, const void* ucontext) {
 }
 
 bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontext) {
-    InFlight guard;
-    ThreadTable* table = g_table.load(std::memory_order_acquire);
+    GateScope<ThreadTable> scope(g_gate);
+    ThreadTable* table = scope.get();
     if (table == nullptr) return false;
-    return capture_into(table->by_tid(native_tid), weight_ns, ucontext);
+    return capture_into(table->by_tid(native_tid), weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));
 }
 
 bool capture_take_drain_request() { return g_drain_wanted.exchange(false, std::memory_order_relaxed); }
@@ -179,6 +259,9 @@ CaptureStats capture_stats() {
     s.dropped_busy = g_counters.dropped_busy.load(std::memory_order_relaxed);
     s.no_thread = g_counters.no_thread.load(std::memory_order_relaxed);
     s.walk_errors = g_counters.walk_errors.load(std::memory_order_relaxed);
+    s.walk_faults = g_counters.walk_faults.load(std::memory_order_relaxed);
+    s.native_faults = g_counters.native_faults.load(std::memory_order_relaxed);
+    s.unguarded = g_counters.unguarded.load(std::memory_order_relaxed);
     s.truncated = g_counters.truncated.load(std::memory_order_relaxed);
     s.idle = g_counters.idle.load(std::memory_order_relaxed);
     s.capture_ns = g_counters.capture_ns.load(std::memory_order_relaxed);
@@ -194,6 +277,9 @@ void capture_reset_stats() {
     g_counters.dropped_busy.store(0);
     g_counters.no_thread.store(0);
     g_counters.walk_errors.store(0);
+    g_counters.walk_faults.store(0);
+    g_counters.native_faults.store(0);
+    g_counters.unguarded.store(0);
     g_counters.truncated.store(0);
     g_counters.idle.store(0);
     g_counters.capture_ns.store(0);

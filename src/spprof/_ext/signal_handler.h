@@ -3,7 +3,9 @@
 // platform/linux.cpp owns the sigaction-level handler (it decodes siginfo) and calls
 // capture_by_serial / capture_by_tid. Those find the ThreadCtx, check that the interrupted
 // thread really is that ctx's Python thread, walk its Python frames into the ctx's ring, and
-// count what went wrong. Everything named capture_* here is SIGNAL-SAFE and NO-HEAP: no
+// count what went wrong. The walk trusts nothing it reads (framewalker.h) and runs under the
+// fault guard (platform/fault_guard_linux.cpp): a load that faults ends the walk, the frames
+// read before it are kept, and the fault is counted instead of killing the program. Everything named capture_* here is SIGNAL-SAFE and NO-HEAP: no
 // allocation, no locks, no Python API beyond PyGILState_GetThisThreadState (a TSS read, no
 // lock, as faulthandler uses it), no logging, bounded loops, errno untouched.
 //
@@ -11,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "platform/platform.h"
 
 namespace spprof {
 
@@ -23,7 +27,10 @@ struct CaptureStats {
     uint64_t dropped_full = 0;  // ring full: the drain fell behind
     uint64_t dropped_busy = 0;  // a capture was already running on that thread
     uint64_t no_thread = 0;     // the signal hit a thread we do not sample (or one ending)
-    uint64_t walk_errors = 0;   // a frame read failed; the partial stack was kept
+    uint64_t walk_errors = 0;   // the walk met an implausible value (a torn chain); frames before it kept
+    uint64_t walk_faults = 0;   // a load of the Python walk faulted and was recovered; frames before it kept
+    uint64_t native_faults = 0; // a load of the native unwind faulted; the Python frames were kept
+    uint64_t unguarded = 0;     // captures skipped: the fault guard was not in front
     uint64_t truncated = 0;     // deeper than kMaxPythonFrames
     uint64_t capture_ns = 0;           // time spent inside captures (handler cost, not delivery)
     uint64_t native_unwinds = 0;       // captures that unwound native frames
@@ -35,8 +42,13 @@ struct CaptureStats {
 // `unwind` (may be null): native frames are unwound from the signal's register context too.
 void capture_enable(ThreadTable* table, const UnwindTables* unwind);
 // Normal context. Stops recording and waits until no capture is still running, so the table
-// may be freed afterwards. Bounded: gives up after ~1 s (and says so through the return).
+// may be freed afterwards (capture_gate.h: the handshake). Bounded: gives up after ~1 s (and
+// says so through the return).
 bool capture_disable_and_wait();
+
+// The claim the fault guard calls for each fault (platform_fault_guard_install): recovers the
+// faults of a capture's own reads on the faulting thread, returns for every other fault.
+FaultClaimFn capture_fault_claim();
 
 // SIGNAL-SAFE. `weight_ns` is the sampled time this delivery stands for; `ucontext` is the
 // handler's third argument (the interrupted registers), or null.

@@ -7,6 +7,8 @@
 // thread) and read only by the drain.
 #pragma once
 
+#include <setjmp.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -73,6 +75,12 @@ struct ThreadCtx {
     // Facts of the code objects this thread's captures met (code_facts.h); used only by the
     // thread's own capture path, never by a sampler walking it from outside.
     CodeFactsCache code_cache_;
+    // Linux capture path: while fault_armed_ is set, the thread's own capture is reading
+    // interpreter memory, and a fault there jumps back to fault_env_ (signal_handler.cpp,
+    // claim_fault). Written and read only on this thread (by its handler and the fault
+    // handler nested in it).
+    sigjmp_buf fault_env_;
+    std::atomic<bool> fault_armed_{false};
 };
 
 static_assert(std::atomic<ThreadState>::is_always_lock_free, "used from the signal handler");

@@ -121,6 +121,14 @@ size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
 // The Mach sampler already samples every thread from its own thread, in both modes.
 bool platform_samples_all_threads() { return true; }
 
+// The Mach sampler reads every byte through mach_vm_read_overwrite, which returns an error
+// instead of faulting: there is nothing for a fault guard to catch.
+Error platform_fault_guard_install(FaultClaimFn) { return Error::none(); }
+bool platform_fault_guard_keep() { return false; }
+void platform_fault_guard_remove() {}
+bool platform_fault_guard_ready() { return true; }
+uint64_t platform_fault_guard_retaken() { return 0; }
+
 // Never used on macOS (the session starts no wall sampler here); kept for the one surface.
 bool platform_signal_thread(uint64_t /*tid*/, uint32_t /*serial*/) { return false; }
 

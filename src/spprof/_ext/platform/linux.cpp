@@ -331,6 +331,7 @@ void platform_after_fork_child() {
     // back so the child runs as if it had never been profiled.
     g_mode.store(static_cast<int>(Mode::kNone));
     g_stats.timers_active.store(0);
+    platform_fault_guard_remove();
     if (g_handler_installed) {
         sigaction(SIGPROF, &g_prev_actions[g_prev_slot.load()], nullptr);
         g_handler_installed = false;

@@ -114,6 +114,32 @@ int platform_thread_runnable(uint64_t tid);
 // Sleep until the monotonic clock reads `deadline_ns` (absolute, no drift). Sampler thread.
 void platform_sleep_until_ns(uint64_t deadline_ns);
 
+// ---- the fault guard -------------------------------------------------------------------------
+// A capture follows pointers of a frame chain that the interrupted code may have left torn
+// (CPython 3.12 entering a generator, greenlet switching stacks, C code we have not met), so
+// one of its loads may fault. Linux: while a session runs, spprof's SIGSEGV/SIGBUS handler
+// stands in front of the program's. For each fault raised by the kernel it first calls
+// `claim`, which jumps back into the capture that faulted and does not return; every other
+// fault goes to the handler that was there before, as if spprof were not installed (the guard
+// steps aside and the faulting instruction runs again). macOS has nothing to guard: the Mach
+// sampler reads through calls that return an error instead of faulting.
+using FaultClaimFn = void (*)();
+// Session start, GIL held. Remembers the handlers it stands in front of.
+Error platform_fault_guard_install(FaultClaimFn claim);
+// Drain thread, no GIL needed, at every wake-up: when the program installed a SIGSEGV or
+// SIGBUS handler of its own since (faulthandler.enable(), a crash reporter), or the guard
+// stepped aside for a fault that was not ours, put the guard back in front of whatever is
+// there now. True when it did.
+bool platform_fault_guard_keep();
+// Session stop: restore the handlers that were there before, where ours is still in front.
+void platform_fault_guard_remove();
+// SIGNAL-SAFE: false while the guard knows it is not in front (it stepped aside, or is not
+// installed); captures then skip the walk. A handler the program installs after the guard
+// goes unnoticed until the next platform_fault_guard_keep(), one drain wake-up later.
+bool platform_fault_guard_ready();
+// Times platform_fault_guard_keep() put the guard back in front. Any thread.
+uint64_t platform_fault_guard_retaken();
+
 // ---- clocks and ids (SIGNAL-SAFE) -----------------------------------------------------------
 uint64_t platform_monotonic_ns();
 // CPU time of another thread by native id; returns false when it is gone.

@@ -12,20 +12,24 @@ namespace spprof {
 
 // The instruction offset (code units) of a frame whose code object's facts are known; sets
 // v->skip for a frame that has not reached its first traceable instruction (incomplete),
-// unless a generator owns it.
-inline void finish_interp_frame(const CodeFacts& facts, FrameView* v) {
+// unless a generator owns it. False when the instruction pointer lies outside that code
+// object's bytecode: the frame is torn (its code and instruction pointer disagree).
+SPPROF_NO_SANITIZE_ADDRESS inline bool finish_interp_frame(const CodeFacts& facts, FrameView* v) {
     // v->code, not facts.code: they are equal (facts are v->code's), and v->code is already
     // in a register after the cache probe.
     const uintptr_t start = v->code + offsetof(PyCodeObject, co_code_adaptive);
+    // 3.11/3.12 start a frame at the unit before the first instruction (prev_instr).
+    if (v->instr_ptr + 2u < start || v->instr_ptr > start + 2u * uintptr_t{facts.code_units}) return false;
     if (v->check_start && v->instr_ptr < start + 2u * static_cast<uintptr_t>(facts.first_traceable))
         v->skip = true;
     v->instr = v->instr_ptr > start ? static_cast<uint32_t>((v->instr_ptr - start) / 2u) : 0u;
+    return true;
 }
 
 #if PY_VERSION_HEX < 0x030D0000
 // 3.11/3.12: the current frame hangs off tstate->cframe.
 template <class R>
-inline bool first_frame_via_cframe(const R& r, uintptr_t tstate, uintptr_t* out) {
+SPPROF_NO_SANITIZE_ADDRESS inline bool first_frame_via_cframe(const R& r, uintptr_t tstate, uintptr_t* out) {
     uintptr_t cframe = 0;
     if (!r.read(tstate + offsetof(PyThreadState, cframe), &cframe, sizeof cframe)) return false;
     return r.read(cframe + offsetof(_PyCFrame, current_frame), out, sizeof *out);
@@ -33,7 +37,7 @@ inline bool first_frame_via_cframe(const R& r, uintptr_t tstate, uintptr_t* out)
 #else
 // 3.13+: tstate->current_frame.
 template <class R>
-inline bool first_frame_direct(const R& r, uintptr_t tstate, uintptr_t* out) {
+SPPROF_NO_SANITIZE_ADDRESS inline bool first_frame_direct(const R& r, uintptr_t tstate, uintptr_t* out) {
     return r.read(tstate + offsetof(PyThreadState, current_frame), out, sizeof *out);
 }
 #endif
@@ -50,14 +54,17 @@ inline bool first_frame_direct(const R& r, uintptr_t tstate, uintptr_t* out) {
 //   static bool not_python(char owner);               // an owner that is no Python frame at all
 //   static constexpr bool kCheckCodeType;             // f_executable may be something else
 //   static constexpr char kOwnedByGenerator;
+//   static constexpr char kMaxOwner;                  // owners above it do not exist: torn
+// False when the frame cannot be read or its owner is no owner this version has.
 template <class Layout, class R>
-inline bool read_interp_frame(const R& r, uintptr_t frame, FrameView* v) {
+SPPROF_NO_SANITIZE_ADDRESS inline bool read_interp_frame(const R& r, uintptr_t frame, FrameView* v) {
     using Frame = typename Layout::Frame;
     Frame copy;  // used by readers without a view only
     const unsigned char* f = read_object(r, frame, &copy);
     if (f == nullptr) return false;
     v->previous = load_field<uintptr_t>(f, offsetof(Frame, previous));
     const char owner = load_field<char>(f, offsetof(Frame, owner));
+    if (owner < 0 || owner > Layout::kMaxOwner) return false;
     if (Layout::is_shim(owner) || Layout::not_python(owner)) {
         v->is_shim = Layout::is_shim(owner);
         v->skip = true;

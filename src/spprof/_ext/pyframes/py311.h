@@ -29,29 +29,30 @@ struct MirrorFrame311 {
 struct PyLayout {
     static constexpr const char* kName = "3.11 _PyInterpreterFrame";
     static constexpr char kOwnedByGenerator = 1;
+    static constexpr char kMaxOwner = 2;  // FRAME_OBJECT: the highest owner 3.11 has
     static constexpr bool kCheckCodeType = false;
     using Frame = MirrorFrame311;
-    static uintptr_t code(const unsigned char* f) {
+    SPPROF_NO_SANITIZE_ADDRESS static uintptr_t code(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, f_code));
     }
-    static uintptr_t instr_ptr(const unsigned char* f) {
+    SPPROF_NO_SANITIZE_ADDRESS static uintptr_t instr_ptr(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, prev_instr));
     }
     static bool is_shim(char) { return false; }
-    static bool is_entry(const unsigned char* f) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool is_entry(const unsigned char* f) {
         return load_field<uint8_t>(f, offsetof(Frame, is_entry)) != 0;
     }
     static bool not_python(char) { return false; }
 
     template <class R>
-    static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
         return first_frame_via_cframe(r, tstate, out);
     }
     template <class R>
-    static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
         return read_interp_frame<PyLayout>(r, frame, v);
     }
-    static void finish_frame(const CodeFacts& facts, FrameView* v) { finish_interp_frame(facts, v); }
+    static bool finish_frame(const CodeFacts& facts, FrameView* v) { return finish_interp_frame(facts, v); }
 };
 
 }  // namespace spprof

@@ -27,13 +27,14 @@ struct MirrorFrame313 {
 struct PyLayout {
     static constexpr const char* kName = "3.13 _PyInterpreterFrame";
     static constexpr char kOwnedByGenerator = 1;
+    static constexpr char kMaxOwner = 3;  // CSTACK: the highest owner this version has
     static constexpr char kOwnedByCStack = 3;
     static constexpr bool kCheckCodeType = true;  // f_executable: a code object, or None
     using Frame = MirrorFrame313;
-    static uintptr_t code(const unsigned char* f) {
+    SPPROF_NO_SANITIZE_ADDRESS static uintptr_t code(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, f_executable));
     }
-    static uintptr_t instr_ptr(const unsigned char* f) {
+    SPPROF_NO_SANITIZE_ADDRESS static uintptr_t instr_ptr(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, instr_ptr));
     }
     static bool is_shim(char owner) { return owner == kOwnedByCStack; }
@@ -41,14 +42,14 @@ struct PyLayout {
     static bool not_python(char) { return false; }
 
     template <class R>
-    static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
         return first_frame_direct(r, tstate, out);
     }
     template <class R>
-    static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
         return read_interp_frame<PyLayout>(r, frame, v);
     }
-    static void finish_frame(const CodeFacts& facts, FrameView* v) { finish_interp_frame(facts, v); }
+    static bool finish_frame(const CodeFacts& facts, FrameView* v) { return finish_interp_frame(facts, v); }
 };
 
 }  // namespace spprof

@@ -30,15 +30,16 @@ struct MirrorFrame314 {
 struct PyLayout {
     static constexpr const char* kName = "3.14 _PyInterpreterFrame";
     static constexpr char kOwnedByGenerator = 1;
+    static constexpr char kMaxOwner = 4;  // CSTACK: the highest owner this version has
     static constexpr char kFirstNonPythonOwner = 3;
     static constexpr char kOwnedByCStack = 4;
     static constexpr uintptr_t kStackRefTagBits = 7;  // objects are at least 8-aligned
     static constexpr bool kCheckCodeType = true;
     using Frame = MirrorFrame314;
-    static uintptr_t code(const unsigned char* f) {
+    SPPROF_NO_SANITIZE_ADDRESS static uintptr_t code(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, f_executable)) & ~kStackRefTagBits;
     }
-    static uintptr_t instr_ptr(const unsigned char* f) {
+    SPPROF_NO_SANITIZE_ADDRESS static uintptr_t instr_ptr(const unsigned char* f) {
         return load_field<uintptr_t>(f, offsetof(Frame, instr_ptr));
     }
     static bool is_shim(char owner) { return owner == kOwnedByCStack; }
@@ -46,14 +47,14 @@ struct PyLayout {
     static bool not_python(char owner) { return owner >= kFirstNonPythonOwner; }
 
     template <class R>
-    static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
         return first_frame_direct(r, tstate, out);
     }
     template <class R>
-    static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
         return read_interp_frame<PyLayout>(r, frame, v);
     }
-    static void finish_frame(const CodeFacts& facts, FrameView* v) { finish_interp_frame(facts, v); }
+    static bool finish_frame(const CodeFacts& facts, FrameView* v) { return finish_interp_frame(facts, v); }
 };
 
 }  // namespace spprof

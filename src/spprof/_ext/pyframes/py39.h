@@ -15,12 +15,12 @@ struct PyLayout {
     static constexpr const char* kName = "3.9/3.10 PyFrameObject";
 
     template <class R>
-    static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
         return r.read(tstate + offsetof(PyThreadState, frame), out, sizeof *out);
     }
 
     template <class R>
-    static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
+    SPPROF_NO_SANITIZE_ADDRESS static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
         uintptr_t code = 0, back = 0;
         int lasti = 0;
         if constexpr (ReaderHasView<R>::value) {  // one check for the frame, then loads
@@ -44,7 +44,8 @@ struct PyLayout {
         v->is_entry = true;
         return true;
     }
-    static void finish_frame(const CodeFacts&, FrameView*) {}  // f_lasti is the offset already
+    // f_lasti is the offset already; beyond the bytecode it is torn.
+    static bool finish_frame(const CodeFacts& facts, FrameView* v) { return v->instr <= facts.code_units; }
 };
 
 }  // namespace spprof
