@@ -1,6 +1,7 @@
-// test_reader.cpp: the frame walk's readers: DirectReader's view (null page and alignment
-// rejected, otherwise the memory itself, no copy) and read_object()'s choice between that
-// view and one read() into a copy for readers without one (the Mach reader).
+// test_reader.cpp: the frame walk's readers: DirectReader's view (low memory, impossible high
+// addresses and misalignment rejected, otherwise the memory itself, no copy) and
+// read_object()'s choice between that view and one read() into a copy for readers without one
+// (the Mach reader).
 #include <cstdint>
 #include <cstring>
 
@@ -35,13 +36,23 @@ struct CopyReader {
 static_assert(ReaderHasView<DirectReader>::value, "the signal handler's reader has the fast path");
 static_assert(!ReaderHasView<CopyReader>::value, "readers without view() keep read()");
 
-TEST(direct_reader_view_checks_null_page_and_alignment) {
+TEST(direct_reader_view_checks_low_memory_high_bits_and_alignment) {
     const DirectReader r;
     alignas(8) static unsigned char buf[32];
     const auto base = reinterpret_cast<uintptr_t>(buf);
     CHECK(r.view(base, 16) == buf);  // the memory itself: no copy
     CHECK(r.view(0, 8) == nullptr);
     CHECK(r.view(4088, 8) == nullptr);  // inside the null page
+    CHECK(r.view(0xEC00, 8) == nullptr);  // a torn greenlet link seen in the field: below 64 KiB
+    CHECK(r.view(0xEC00, 4) == nullptr);
+    CHECK(r.view(0xFFF8, 8) == nullptr);
+    CHECK(r.view(0x10000, 8) != nullptr);  // the first address that may be mapped
+    CHECK(r.view(0x10004, 8) == nullptr);  // misaligned, in range
+    CHECK(r.view(0x900000000, 8) != nullptr);  // plausible: only the fault guard can tell
+    CHECK(r.view(uintptr_t{1} << 56, 8) == nullptr);  // beyond any user address
+    CHECK(r.view(0xFFFF800000001000ull, 8) == nullptr);  // kernel half
+    CHECK(r.view(0xFFFFFFFFFFFFFFF8ull, 8) == nullptr);
+    CHECK(r.view(0xFFFFFFFFFFFFFFF8ull, 4) == nullptr);
     CHECK(r.view(base + 4, 8) == nullptr);  // an 8-byte object must be 8-aligned
     CHECK(r.view(base + 4, 4) == buf + 4);
     CHECK(r.view(base + 2, 4) == nullptr);

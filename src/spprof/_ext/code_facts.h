@@ -1,8 +1,9 @@
 // code_facts.h: what the capture path reads from a code object, and a per-thread cache of it.
 //
 // For each frame the walk needs a few fields of its code object: the type (is it one?), the
-// fingerprint the resolver re-checks (first line, name pointer), the bytecode's length (to
-// tell a torn frame from a real one) and, on 3.11+, the first traceable instruction. Those sit on two or three cache lines that a deep stack's outer
+// fingerprint the resolver re-checks (first line, name pointer) and, on 3.11+, the first
+// traceable instruction. (The instruction offset is checked against the bytecode's length by
+// the resolver, off the signal path.) Those sit on two or three cache lines that a deep stack's outer
 // frames have not touched for a while: they were most of the handler's time at depth 50. A
 // thread runs the same few hundred code objects over and over, so each ThreadCtx keeps a
 // small direct-mapped cache of them, written and read by its own capture path only.
@@ -26,9 +27,8 @@ struct CodeFacts {
     uintptr_t code = 0;           // 0: empty slot
     uint32_t fingerprint = 0;     // code_fingerprint(co_firstlineno, co_name)
     int32_t first_traceable = 0;  // 3.11+: _co_firsttraceable; 0 before
-    uint32_t code_units = 0;      // length of the bytecode in code units: an instruction
-                                  // offset beyond it means the frame was torn
 };
+static_assert(sizeof(CodeFacts) == 16, "a cache slot is 16 bytes: the index is a shift");
 
 // Bumped before any code object is really freed while a session runs (CodeKeepAlive).
 inline std::atomic<uint64_t> g_code_generation{0};

@@ -6,9 +6,10 @@
 // lines are resolved later, GIL held (resolver.h).
 //
 // SIGNAL-SAFE, NO-HEAP when the Reader is: no allocation, no locks, no Python API, every loop
-// bounded. Nothing read is trusted: a frame owner this version does not have, a code pointer
-// that is no code object, an instruction pointer outside its code's bytecode end the walk
-// (WalkResult::error), keeping the frames before. Loads that fault are the caller's to survive. Callers: the Linux signal handler (DirectReader over its own thread's memory) and
+// bounded. Nothing read is trusted: an address no object can have, a frame owner this version
+// does not have, a code pointer that is no code object end the walk (WalkResult::error),
+// keeping the frames before; a cyclic chain ends at kWalkBudget. Loads that fault are the
+// caller's to survive (the fault guard). Instruction offsets are checked by the resolver. Callers: the Linux signal handler (DirectReader over its own thread's memory) and
 // the macOS Mach sampler (a reader that cannot fault, over a suspended thread).
 #pragma once
 
@@ -71,26 +72,14 @@ SPPROF_NO_SANITIZE_ADDRESS inline bool read_code_facts(const Reader& r, uintptr_
         !r.read(code + offsetof(PyCodeObject, co_name), &name, sizeof name))
         return false;
     int first_traceable = 0;
-    Py_ssize_t units = 0;
 #if PY_VERSION_HEX >= 0x030B0000
-    // The bytecode is inline: ob_size counts its code units.
     if (!r.read(code + offsetof(PyCodeObject, _co_firsttraceable), &first_traceable,
-                sizeof first_traceable) ||
-        !r.read(code + offsetof(PyVarObject, ob_size), &units, sizeof units))
+                sizeof first_traceable))
         return false;
-#else
-    // co_code is a bytes object of 2-byte instructions.
-    uintptr_t bytes = 0;
-    if (!r.read(code + offsetof(PyCodeObject, co_code), &bytes, sizeof bytes) || bytes == 0 ||
-        !r.read(bytes + offsetof(PyVarObject, ob_size), &units, sizeof units))
-        return false;
-    units /= 2;
 #endif
-    if (units < 0 || units > INT32_MAX) return false;
     out->code = code;
     out->fingerprint = code_fingerprint(first_line, name);
     out->first_traceable = first_traceable;
-    out->code_units = static_cast<uint32_t>(units);
     return true;
 }
 
@@ -115,15 +104,16 @@ struct NoCodeFactsCache {
     void put(const CodeFacts&) {}
 };
 
-// Where the walk reports each frame it recorded, as it goes. The capture path passes a
-// volatile counter so that a walk abandoned by a fault (see signal_handler.cpp) still knows how
-// many frames it wrote; other callers need nothing.
+// Where the walk reports each frame it recorded, as it goes: called with the end of the
+// frames written so far. The capture path keeps it in a volatile slot, so that a walk
+// abandoned by a fault (see signal_handler.cpp) still knows how many frames it wrote (one
+// store per frame); other callers need nothing.
 struct NoProgress {
-    void operator()(uint32_t) const {}
+    void operator()(const RawFrame*) const {}
 };
 struct VolatileProgress {
-    volatile uint32_t* depth;
-    void operator()(uint32_t d) const { *depth = d; }
+    const RawFrame* volatile* end;
+    void operator()(const RawFrame* e) const { *end = e; }
 };
 
 // The loop, once per cache type: the per-frame path then has no "is there a cache" test.
@@ -160,10 +150,7 @@ SPPROF_NO_SANITIZE_ADDRESS inline WalkResult walk_frames(const Reader& r, uintpt
             cache.put(read);
             facts = &read;
         }
-        if (__builtin_expect(!PyLayout::finish_frame(*facts, &v), 0)) {
-            res.error = true;  // code and instruction pointer disagree: torn
-            break;
-        }
+        PyLayout::finish_frame(*facts, &v);
         if (v.skip) continue;  // incomplete: not started yet
         if (next == end) {
             res.truncated = true;
@@ -173,7 +160,7 @@ SPPROF_NO_SANITIZE_ADDRESS inline WalkResult walk_frames(const Reader& r, uintpt
         next->instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
         next->fingerprint = facts->fingerprint;
         ++next;
-        progress(static_cast<uint32_t>(next - out));
+        progress(next);
     }
     res.depth = static_cast<uint32_t>(next - out);
     return res;

@@ -38,30 +38,24 @@ inline void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_re
 
 // What the guarded part of a capture leaves behind, in memory the fault jump does not lose.
 struct CaptureWork {
-    volatile uint32_t py_depth = 0;  // frames written so far, updated frame by frame
-    WalkResult walk;                 // complete only when the walk returned
-    uint32_t native_depth = 0;       // written once, when the unwind returned
+    const RawFrame* volatile py_end = nullptr;  // end of the Python frames written so far
+    WalkResult walk;                            // complete only when the walk returned
+    uint32_t native_depth = 0;                  // written once, when the unwind returned
     UnwindStatus native;
     bool python_done = false;
     bool native_ran = false;
 };
 
-// SIGNAL-SAFE, NO-HEAP. The part of a capture that follows interpreter pointers: the Python
-// walk, then the native unwind. Runs armed: a load that faults (a torn chain pointing at
-// unmapped memory) lands in the fault guard's handler, whose claim (claim_fault) jumps back to
-// the sigsetjmp below, and the capture goes on with what `work` holds. False after such a
-// jump. Not inlined: sigsetjmp needs a frame of its own that outlives the walk.
-__attribute__((noinline)) SPPROF_NO_SANITIZE_ADDRESS bool guarded_walk(ThreadCtx* ctx, uintptr_t tstate,
-                                                                       RawFrame* frames, const void* ucontext,
-                                                                       const UnwindTables* unwind,
-                                                                       CaptureWork* work) {
-    // savemask 0: no sigprocmask call per capture. The jump leaves the mask as the fault
-    // handler had it, which (SA_NODEFER, empty sa_mask) is this handler's own.
-    if (sigsetjmp(ctx->fault_env_, 0) != 0) return false;
-    ctx->fault_armed_.store(true, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
+// SIGNAL-SAFE, NO-HEAP. The reads of a capture: the Python walk, then the native unwind.
+// Runs armed (guarded_walk). Kept out of guarded_walk: a function that calls sigsetjmp keeps
+// its variables in memory, which would cost the walk a reload per frame.
+__attribute__((noinline)) SPPROF_NO_SANITIZE_ADDRESS void armed_walk(ThreadCtx* ctx, uintptr_t tstate,
+                                                                     RawFrame* frames, const void* ucontext,
+                                                                     const UnwindTables* unwind,
+                                                                     CaptureWork* work) {
+    work->py_end = frames;
     work->walk = walk_python_stack(DirectReader{}, tstate, frames, kMaxPythonFrames, &ctx->code_cache_,
-                                   VolatileProgress{&work->py_depth});
+                                   VolatileProgress{&work->py_end});
     work->python_done = true;
     if (unwind != nullptr && ucontext != nullptr) {
         RegisterContext regs;
@@ -74,6 +68,21 @@ __attribute__((noinline)) SPPROF_NO_SANITIZE_ADDRESS bool guarded_walk(ThreadCtx
             work->native_ran = true;
         }
     }
+}
+
+// SIGNAL-SAFE, NO-HEAP. Runs armed_walk armed: a load that faults (a torn chain pointing at
+// unmapped memory) lands in the fault guard's handler, whose claim (claim_fault) jumps back to
+// the sigsetjmp below, and the capture goes on with what `work` holds. False after such a
+// jump. Not inlined: sigsetjmp needs a frame of its own that outlives the walk.
+__attribute__((noinline)) bool guarded_walk(ThreadCtx* ctx, uintptr_t tstate, RawFrame* frames,
+                                            const void* ucontext, const UnwindTables* unwind,
+                                            CaptureWork* work) {
+    // savemask 0: no sigprocmask call per capture. The jump leaves the mask as the fault
+    // handler had it, which (SA_NODEFER, empty sa_mask) is this handler's own.
+    if (sigsetjmp(ctx->fault_env_, 0) != 0) return false;
+    ctx->fault_armed_.store(true, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    armed_walk(ctx, tstate, frames, ucontext, unwind, work);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     ctx->fault_armed_.store(false, std::memory_order_relaxed);
     return true;
@@ -130,7 +139,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
             native_depth = 0;
         } else {
             bump(g_counters.walk_faults);
-            w.depth = work.py_depth;
+            w.depth = static_cast<uint32_t>(work.py_end - frames);
             w.truncated = true;
         }
     }

@@ -12,18 +12,14 @@ namespace spprof {
 
 // The instruction offset (code units) of a frame whose code object's facts are known; sets
 // v->skip for a frame that has not reached its first traceable instruction (incomplete),
-// unless a generator owns it. False when the instruction pointer lies outside that code
-// object's bytecode: the frame is torn (its code and instruction pointer disagree).
-SPPROF_NO_SANITIZE_ADDRESS inline bool finish_interp_frame(const CodeFacts& facts, FrameView* v) {
+// unless a generator owns it.
+inline void finish_interp_frame(const CodeFacts& facts, FrameView* v) {
     // v->code, not facts.code: they are equal (facts are v->code's), and v->code is already
     // in a register after the cache probe.
     const uintptr_t start = v->code + offsetof(PyCodeObject, co_code_adaptive);
-    // 3.11/3.12 start a frame at the unit before the first instruction (prev_instr).
-    if (v->instr_ptr + 2u < start || v->instr_ptr > start + 2u * uintptr_t{facts.code_units}) return false;
     if (v->check_start && v->instr_ptr < start + 2u * static_cast<uintptr_t>(facts.first_traceable))
         v->skip = true;
     v->instr = v->instr_ptr > start ? static_cast<uint32_t>((v->instr_ptr - start) / 2u) : 0u;
-    return true;
 }
 
 #if PY_VERSION_HEX < 0x030D0000

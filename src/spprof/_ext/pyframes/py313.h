@@ -49,7 +49,7 @@ struct PyLayout {
     SPPROF_NO_SANITIZE_ADDRESS static bool read_frame(const R& r, uintptr_t frame, FrameView* v) {
         return read_interp_frame<PyLayout>(r, frame, v);
     }
-    static bool finish_frame(const CodeFacts& facts, FrameView* v) { return finish_interp_frame(facts, v); }
+    static void finish_frame(const CodeFacts& facts, FrameView* v) { finish_interp_frame(facts, v); }
 };
 
 }  // namespace spprof
