@@ -7,13 +7,25 @@ PYTHONS ?= $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
            done | sed 's|$$|/bin/python|')
 PYTHON ?= python3
 VENVS := .venvs
-DEV_DEPS := pytest pytest-benchmark jsonschema "setuptools>=64" wheel
+# Pinned, so that a new release cannot turn CI red by itself. 3.9 gets the last releases that
+# support it. greenlet and gevent: the torture suite's real-world stack switchers.
+DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==9.1.1; python_version<'3.10'" \
+            "pytest-benchmark==5.3.1; python_version>='3.10'" "pytest-benchmark==5.3.0; python_version<'3.10'" \
+            "jsonschema==4.26.0; python_version>='3.10'" "jsonschema==4.25.1; python_version<'3.10'" \
+            "greenlet==3.5.6; python_version>='3.10'" "greenlet==3.2.5; python_version<'3.10'" \
+            "gevent==26.9.0; python_version>='3.10'" "gevent==25.9.1; python_version<'3.10'" \
+            "setuptools==84.2.1; python_version>='3.10'" "setuptools>=64; python_version<'3.10'" wheel==0.48.0
+RUFF := ruff==0.17.6
+# A real third-party test suite under the profiler at 1 ms (issue "never harm the host"):
+# more-itertools' own tests from its sdist, on CPython 3.12 (where torn frames showed up).
+THIRDPARTY_PY ?= $(shell ls -d $(PYENV_ROOT)/versions/3.12.* 2>/dev/null | sort -V | tail -n 1)/bin/python
+MORE_ITERTOOLS := more-itertools==11.2.1
 NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend/*.cpp) $(wildcard src/spprof/_ext/unwind/*.cpp) \
                src/spprof/_ext/platform/fault_guard_linux.cpp src/spprof/_ext/log.cpp
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: demo test native-test native-test-asan test-python test-asan lint bench bench-smoke darwin-check clean
+.PHONY: demo test native-test native-test-asan test-python test-asan test-thirdparty lint bench bench-smoke darwin-check clean
 
 # Install spprof for the default interpreter and profile the bundled example.
 demo:
@@ -43,7 +55,7 @@ test-python:
 	  echo "=== CPython $$ver ($$py)"; \
 	  [ -x $$v/bin/python ] || $$py -m venv $$v; \
 	  $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
-	  $$v/bin/python -m pip install -q -U $(DEV_DEPS); \
+	  $$v/bin/python -m pip install -q $(DEV_DEPS); \
 	  SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
 	  (cd tests && ../$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .); \
 	done
@@ -51,15 +63,32 @@ test-python:
 # AddressSanitizer + UBSan build of the extension; the interpreter preloads the runtime.
 test-asan: native-test-asan
 	@set -e; v=$(VENVS)/asan; [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
-	$$v/bin/python -m pip install -q -U $(DEV_DEPS); \
+	$$v/bin/python -m pip install -q $(DEV_DEPS); \
 	SPPROF_BUILD_BASE=build/asan SPPROF_SANITIZE=1 SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
 	asan=$$(g++ -print-file-name=libasan.so); ubsan=$$(g++ -print-file-name=libubsan.so); \
 	cd tests && LD_PRELOAD="$$asan $$ubsan" ASAN_OPTIONS=detect_leaks=0:handle_segv=1:allow_user_segv_handler=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SPPROF_TEST_ASAN=1 \
 	  ../$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .
 
+# more-itertools' suite must pass under `python -m spprof -i 1 -m pytest` with its exit code
+# passed through, and the profile must name its functions.
+test-thirdparty:
+	@set -e; v=$(VENVS)/thirdparty; d=build/thirdparty; mkdir -p $$d; \
+	[ -x $$v/bin/python ] || $(THIRDPARTY_PY) -m venv $$v; \
+	$$v/bin/python -m pip install -q $(DEV_DEPS); \
+	SPPROF_BUILD_BASE=build/thirdparty-build SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+	[ -d $$d/src ] || { $$v/bin/python -m pip download -q --no-deps --no-binary :all: $(MORE_ITERTOOLS) -d $$d \
+	  && mkdir -p $$d/src && tar xzf $$d/more_itertools-*.tar.gz -C $$d/src --strip-components=1; }; \
+	rm -f $$d/profile.spprof; \
+	(cd $$d/src && ../../../$$v/bin/python -m spprof -q -i 1 -f spprof -o ../profile.spprof \
+	  -m pytest -q -p no:cacheprovider tests); \
+	$$v/bin/python -c "import spprof, sys; p = spprof.load('$$d/profile.spprof'); \
+	  n = sum(any('more_itertools/' in f.filename for f in s.frames) for s in p.samples); \
+	  print('third-party profile:', len(p.samples), 'samples,', n, 'in more_itertools'); \
+	  sys.exit(0 if n > 100 else 'too few more_itertools samples in the profile')"
+
 lint:
-	@v=$(VENVS)/lint; [ -x $$v/bin/ruff ] || { $(PYTHON) -m venv $$v && $$v/bin/python -m pip install -q ruff; }; \
+	@v=$(VENVS)/lint; [ -x $$v/bin/ruff ] || { $(PYTHON) -m venv $$v && $$v/bin/python -m pip install -q $(RUFF); }; \
 	$$v/bin/ruff check src tests benchmarks examples && $$v/bin/ruff format --check src tests benchmarks examples
 
 darwin-check:

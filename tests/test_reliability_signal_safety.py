@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -256,3 +257,47 @@ def test_shim_is_transparent_to_signal_handler_bookkeeping(shim, tmp_path):
     proc, rep = run_under_shim(shim, tmp_path, ["-c", code])
     assert proc.stdout.strip() == "OK"
     assert rep["entries"] >= 2
+
+
+FAULT_CODE = """
+import json, runpy, sys
+import spprof
+sys.argv = ["corrupt_frame.py", "2", "unmapped"]
+spprof.start(interval_ms=1)
+try:
+    runpy.run_path({script!r}, run_name="__main__")
+finally:
+    p = spprof.stop()
+st = spprof.stats()
+leaf = sum(1 for s in p.samples if s.frames and s.frames[-1].function_name == "spin_with_wild_link")
+print("RESULT " + json.dumps({{"walk_faults": st["walk_faults"], "leaf": leaf}}))
+"""
+
+
+def test_fault_recovery_never_allocates_locks_or_calls_the_python_api(shim, tmp_path):
+    # The twin of the test above for the fault path: a thread's frame link points at unmapped
+    # memory, so captures fault; the fault guard's SIGSEGV handler (watched too) claims the
+    # fault and jumps back into the capture. Nothing on that path may allocate or lock either.
+    script = SCRIPTS / "torture" / "corrupt_frame.py"
+    code = FAULT_CODE.format(script=str(script))
+    so, _ = shim
+    report = tmp_path / "shim-report.json"
+    env = {
+        "LD_PRELOAD": str(so),
+        "SIGSHIM_REPORT": str(report),
+        "SIGSHIM_SIGNALS": f"{int(signal.SIGPROF)},{int(signal.SIGSEGV)},{int(signal.SIGBUS)}",
+    }
+    proc = run_python("-c", code, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rep = json.loads(report.read_text())
+    res = result_of(proc.stdout)
+    figure(
+        "signal_safety[fault path]", walk_faults=res["walk_faults"], handler_entries=rep["entries"]
+    )
+    # The faults happened and were recovered inside the handler ...
+    assert res["walk_faults"] >= 20, res
+    assert res["leaf"] >= 20, res  # ... keeping the frames read before the wild link
+    # ... and neither the SIGPROF handler nor the SIGSEGV handler nested in it allocated,
+    # locked, or called into the loader or Python.
+    assert all(v == 0 for v in rep["violations"].values()), rep
+    assert set(rep["pyapi"]) <= ALLOWED_PYAPI, rep

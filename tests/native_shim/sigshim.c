@@ -207,7 +207,10 @@ static void trampoline(int sig, siginfo_t* si, void* uc) {
     } else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
         a.sa_handler(sig);
     }
-    --shim_in_handler;
+    /* Restore, not decrement: a nested handler may leave by siglongjmp (spprof's fault guard
+     * jumps from its SIGSEGV handler back into the SIGPROF handler it interrupted), skipping
+     * its own trampoline's exit; the outer trampoline's exit then still ends the count. */
+    shim_in_handler = depth - 1;
 }
 
 int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
