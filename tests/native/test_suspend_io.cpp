@@ -61,6 +61,8 @@ TEST(reader_rejects_unmapped_and_null_page) {
     CachedReader<FakeFetch> r;
     uint64_t v = 0;
     CHECK(!r.read(8, &v, sizeof v));  // null page: no call at all
+    CHECK(!r.read(0xEC00, &v, sizeof v));  // a torn link seen in the field: below 64 KiB
+    CHECK(!r.read(0xFFFF800000001000ull, &v, sizeof v));  // kernel half: no object there
     CHECK_EQ(mem.calls, 0);
     CHECK(!r.read(mem.base + mem.bytes.size() + 64, &v, sizeof v));
     CHECK(!r.read(UINTPTR_MAX - 3, &v, sizeof v));  // would wrap

@@ -28,21 +28,31 @@
 
 namespace spprof {
 
+// Where an object of the interpreter can be, on every platform we run on. Below 64 KiB nothing
+// is ever mapped (Linux's vm.mmap_min_addr defaults to it; a 64-bit macOS process has 4 GiB
+// of __PAGEZERO); torn links seen in the field (0xEC00) land there. User space ends below
+// 2^47 (x86_64 4-level paging, macOS) or 2^48 (Linux aarch64): 2^56 leaves room for 5-level
+// paging and still rejects kernel, non-canonical and high-bit garbage values.
+constexpr uintptr_t kMinObjectAddress = 0x10000;
+constexpr uintptr_t kObjectAddressLimit = uintptr_t{1} << 56;
+
+// True when [addr, addr + n) can hold an object at all. Every reader checks this first.
+inline bool plausible_address(uintptr_t addr, size_t n) {
+    return addr >= kMinObjectAddress && addr < kObjectAddressLimit && n <= kObjectAddressLimit - addr;
+}
+
 // Reads the caller's own memory with plain loads. For the Linux capture path, which walks the
 // thread it interrupted. That chain is NOT always consistent: CPython 3.12 publishes a new
 // tstate->cframe before it sets its current_frame, greenlet rewrites frame links while it
 // switches stacks, and other C code may do the same. So view() rejects what can never be an
 // object address (the first 64 KiB, which Linux never maps below vm.mmap_min_addr; anything
-// at or above 2^56, i.e. kernel, non-canonical or tagged; a misaligned field), and whatever
+// at or above 2^56, i.e. kernel, non-canonical or tagged; a misaligned field: see
+// plausible_address), and whatever
 // passes may still fault: the capture path runs the walk under the fault guard
 // (platform_fault_guard_*), which turns such a fault into a truncated, counted sample.
 struct DirectReader {
-    // Below this nothing is ever mapped (vm.mmap_min_addr is 64 KiB by default); torn links
-    // seen in the field (0xEC00) land here.
-    static constexpr uintptr_t kMinAddress = 0x10000;
-    // User space ends below 2^47 (x86_64, 4-level paging) or 2^48 (aarch64); 2^56 leaves room
-    // for 5-level paging and still rejects kernel and garbage high-bit values.
-    static constexpr uintptr_t kAddressLimit = uintptr_t{1} << 56;
+    static constexpr uintptr_t kMinAddress = kMinObjectAddress;
+    static constexpr uintptr_t kAddressLimit = kObjectAddressLimit;
 
     SPPROF_NO_SANITIZE_ADDRESS const void* view(uintptr_t addr, size_t n) const {
         const uintptr_t rel = addr - kMinAddress;  // wraps below kMinAddress: rejected too

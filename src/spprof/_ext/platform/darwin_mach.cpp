@@ -813,7 +813,7 @@ void mach_sampler_reset_stats() {
 
 bool mach_safe_read(uintptr_t addr, void* out, size_t n) {
     if (n == 0) return true;
-    if (addr < kNullPageEnd || addr + n < addr) return false;
+    if (!plausible_address(addr, n)) return false;
     return MachFetch()(addr, out, n);
 }
 

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <memory>
 
+#include "reader.h"
+
 namespace spprof {
 
 // Line size: every VM page size (4 KiB on x86_64, 16 KiB on Apple silicon) is a multiple of
@@ -28,8 +30,6 @@ constexpr size_t kReadLineBytes = 4096;
 // Lines kept per window: a deep stack touches a few data-stack chunks plus one line per
 // distinct code object; 64 lines (256 KiB) cover 60 distinct functions without eviction.
 constexpr size_t kReadCacheLines = 64;
-// The first page is never mapped: reads there are rejected without a call.
-constexpr uintptr_t kNullPageEnd = 4096;
 
 template <class Fetch>
 class CachedReader {
@@ -49,7 +49,9 @@ public:
     // Copy n bytes at addr into out; false when any of them is unreadable. NO-HEAP.
     bool read(uintptr_t addr, void* out, size_t n) const {
         if (n == 0) return true;
-        if (addr < kNullPageEnd || addr + n < addr) return false;
+        // No object can be there (the first 64 KiB, kernel or garbage high bits): rejected
+        // without a call, as a torn link must be.
+        if (!plausible_address(addr, n)) return false;
         if (n > kReadLineBytes) {  // large reads bypass the cache
             ++fetches_;
             return fetch_(addr, out, n);
