@@ -49,7 +49,7 @@ class Resolver {
 public:
     // Synthetic frames every session has, at fixed ids.
     static constexpr uint32_t kUnknownFrame = 0;    // a code object that could not be proven live
-    static constexpr uint32_t kTruncatedFrame = 1;  // stands for the lost root side of a deep stack
+    static constexpr uint32_t kTruncatedFrame = 1;  // stands for the lost root side of a deep or torn stack
     static constexpr uint32_t kNoPythonFrame = 2;   // a sample of a thread with no Python frame
 
     Resolver();

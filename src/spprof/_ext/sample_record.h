@@ -25,7 +25,8 @@ struct RawFrame {
 static_assert(sizeof(RawFrame) == 16, "RawFrame is packed into the ring");
 
 enum SampleFlags : uint32_t {
-    kSampleTruncated = 1u << 0,  // more Python frames than kMaxPythonFrames (root side lost)
+    kSampleTruncated = 1u << 0,  // root side lost: more Python frames than kMaxPythonFrames,
+                                 // or the walk met a torn link (a bad value or a fault)
     kSampleOnCpu = 1u << 1,      // thread used CPU since its previous sample
     kSampleHasGil = 1u << 2,     // thread held the GIL when sampled
     kSampleIdle = 1u << 3,       // wall mode: the stack is the thread's last one, reused

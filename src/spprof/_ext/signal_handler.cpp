@@ -143,7 +143,10 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
             w.truncated = true;
         }
     }
-    if (w.error) bump(g_counters.walk_errors);
+    if (w.error) {
+        bump(g_counters.walk_errors);
+        w.truncated = true;  // the chain was torn: its root side is lost, as for a deep stack
+    }
     if (w.truncated) bump(g_counters.truncated);
     if (work.native_ran) {
         bump(g_counters.native_unwinds);

@@ -663,7 +663,8 @@ void MachSampler::sample(Target& t) {
     h.weight_ns = sample_weight_ns(stamp, t.last_sample_ns, interval_ns_);
     h.native_tid = t.thread_id;
     h.thread_serial = ctx->serial_;
-    h.flags = (on_cpu ? kSampleOnCpu : 0u) | (pw.truncated ? kSampleTruncated : 0u);
+    // A torn chain (pw.error) lost its root side like a stack deeper than the cap.
+    h.flags = (on_cpu ? kSampleOnCpu : 0u) | (pw.truncated || pw.error ? kSampleTruncated : 0u);
     h.depth = static_cast<uint16_t>(pw.depth);
     h.native_depth = static_cast<uint16_t>(native_depth);
     t.last_sample_ns = stamp;
