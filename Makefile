@@ -9,12 +9,12 @@ PYTHON ?= python3
 VENVS := .venvs
 # Pinned, so that a new release cannot turn CI red by itself. 3.9 gets the last releases that
 # support it. greenlet and gevent: the torture suite's real-world stack switchers.
-DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==9.1.1; python_version<'3.10'" \
-            "pytest-benchmark==5.3.1; python_version>='3.10'" "pytest-benchmark==5.3.0; python_version<'3.10'" \
+DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_version<'3.10'" \
+            "pytest-benchmark==5.3.1; python_version>='3.10'" "pytest-benchmark==5.2.3; python_version<'3.10'" \
             "jsonschema==4.26.0; python_version>='3.10'" "jsonschema==4.25.1; python_version<'3.10'" \
             "greenlet==3.5.6; python_version>='3.10'" "greenlet==3.2.5; python_version<'3.10'" \
             "gevent==26.9.0; python_version>='3.10'" "gevent==25.9.1; python_version<'3.10'" \
-            "setuptools==84.2.1; python_version>='3.10'" "setuptools>=64; python_version<'3.10'" wheel==0.48.0
+            "setuptools==84.2.1; python_version>='3.10'" "setuptools==82.0.1; python_version<'3.10'" wheel==0.48.0
 RUFF := ruff==0.17.6
 # A real third-party test suite under the profiler at 1 ms (issue "never harm the host"):
 # more-itertools' own tests from its sdist, on CPython 3.12 (where torn frames showed up).
@@ -99,13 +99,13 @@ clean:
 
 # Benchmarks (docs/performance.md). One venv; the other profilers are optional: a column whose
 # tool is missing (or, for py-spy, cannot ptrace here) is skipped and says why.
-BENCH_DEPS := pytest pytest-benchmark "setuptools>=64" wheel
-BENCH_TOOLS := pyinstrument yappi py-spy
+BENCH_DEPS := $(DEV_DEPS)
+BENCH_TOOLS := pyinstrument==5.1.3 yappi==1.7.6 py-spy==0.4.3
 define bench_venv
 v=$(VENVS)/bench; [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
 $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
-$$v/bin/python -m pip install -q -U $(BENCH_DEPS); \
-$$v/bin/python -m pip install -q -U $(BENCH_TOOLS) || echo "bench: optional profilers not installed"; \
+$$v/bin/python -m pip install -q $(BENCH_DEPS); \
+$$v/bin/python -m pip install -q $(BENCH_TOOLS) || echo "bench: optional profilers not installed"; \
 SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps .
 endef
 

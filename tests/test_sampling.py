@@ -69,7 +69,12 @@ def test_generator_frames_sit_under_their_consumer():
         w.consume(0.4)
     gen = [s for s in p.get_samples() if s.frames[-1].function_name == "produce"]
     assert len(gen) > 30
-    assert all(s.frames[-2].function_name == "consume" for s in gen)
+    # A walk that met a torn link keeps the leaf under a <truncated> marker: allowed, rarely.
+    torn = [s for s in gen if s.frames[0].function_name == "<truncated>"]
+    assert len(torn) <= max(1, len(gen) // 50), [[f.function_name for f in s.frames] for s in torn]
+    gen = [s for s in gen if s not in torn]
+    bad = [s for s in gen if s.frames[-2].function_name != "consume"]
+    assert not bad, [[f.function_name for f in s.frames] for s in bad[:5]]
     assert {s.frames[-2].lineno for s in gen} == {w.line_of(w.consume, "CONSUME_CALL")}
     hot = w.line_of(w.produce, "GEN_HOT")
     assert sum(1 for s in gen if s.frames[-1].lineno == hot) > len(gen) / 2

@@ -91,10 +91,13 @@ struct WalkResult {
 };
 
 // Walk the Python frames of `tstate`, leaf first, into out[0..max). SIGNAL-SAFE, NO-HEAP.
-// Shims and incomplete frames do not count towards `max`; kWalkBudget bounds the loop anyway,
-// so a corrupted (cyclic) chain ends as a truncated sample, not a hang. `cache`, when given,
-// belongs to the sampled thread and is used by its capture path only.
+// Shims and incomplete frames do not count towards `max`; they have a budget of their own
+// (kSkipBudget), so the loop runs at most max + kSkipBudget <= kWalkBudget times and a
+// corrupted (cyclic) chain ends as a truncated sample, not a hang. A recorded frame pays only
+// the `max` test, a skipped one only the budget test. `cache`, when given, belongs to the
+// sampled thread and is used by its capture path only.
 constexpr uint32_t kWalkBudget = 4 * kMaxPythonFrames;
+constexpr uint32_t kSkipBudget = kWalkBudget - kMaxPythonFrames;
 
 // The walk without a cache: every frame reads its code object.
 struct NoCodeFactsCache {
@@ -125,42 +128,59 @@ SPPROF_NO_SANITIZE_ADDRESS inline WalkResult walk_frames(const Reader& r, uintpt
     RawFrame* next = out;
     RawFrame* const end = out + max;
     CodeFacts read;  // out of the loop: a cache hit does not initialise it
-    for (uint32_t step = 0;; ++step) {
+    uint32_t skips = 0;
+    for (;;) {
         FrameView v;
         // The end of the chain (frame 0) fails here too, as every Reader rejects the null
         // page: one test per frame instead of two. Sorted out on the way out.
-        if (__builtin_expect(!PyLayout::read_frame(r, frame, &v), 0) || step == kWalkBudget) {
-            if (frame != 0) (step == kWalkBudget ? res.truncated : res.error) = true;
+        if (__builtin_expect(!PyLayout::read_frame(r, frame, &v), 0)) {
+            if (frame != 0) res.error = true;
             break;
         }
         frame = v.previous;
         if (v.is_shim) {
             // 3.12+: the frame recorded just before a shim is the entry frame of that eval call.
             if (next != out) next[-1].instr |= kInstrEntryFlag;
+            if (__builtin_expect(++skips == kSkipBudget, 0)) goto over_budget;
             continue;
         }
-        if (v.skip || v.code == 0) continue;
-        const CodeFacts* facts = &cache.find(v.code);
-        if (__builtin_expect(facts->code != v.code, 0)) {  // a miss: rare once warm
-            if (!read_code_facts(r, v.code, &read)) {
-                if (v.code_may_be_other) continue;  // None: nothing to report
-                res.error = true;
+        if (v.skip || v.code == 0) {
+            if (__builtin_expect(++skips == kSkipBudget, 0)) goto over_budget;
+            continue;
+        }
+        {
+            const CodeFacts* facts = &cache.find(v.code);
+            if (__builtin_expect(facts->code != v.code, 0)) {  // a miss: rare once warm
+                if (!read_code_facts(r, v.code, &read)) {
+                    if (v.code_may_be_other) {  // None: nothing to report
+                        if (++skips == kSkipBudget) goto over_budget;
+                        continue;
+                    }
+                    res.error = true;
+                    break;
+                }
+                cache.put(read);
+                facts = &read;
+            }
+            PyLayout::finish_frame(*facts, &v);
+            if (v.skip) {  // incomplete: not started yet
+                if (++skips == kSkipBudget) goto over_budget;
+                continue;
+            }
+            if (next == end) {
+                res.truncated = true;
                 break;
             }
-            cache.put(read);
-            facts = &read;
+            next->code = v.code;
+            next->instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
+            next->fingerprint = facts->fingerprint;
+            ++next;
+            progress(next);
         }
-        PyLayout::finish_frame(*facts, &v);
-        if (v.skip) continue;  // incomplete: not started yet
-        if (next == end) {
-            res.truncated = true;
-            break;
-        }
-        next->code = v.code;
-        next->instr = (v.instr & ~kInstrEntryFlag) | (v.is_entry ? kInstrEntryFlag : 0u);
-        next->fingerprint = facts->fingerprint;
-        ++next;
-        progress(next);
+        continue;
+    over_budget:
+        res.truncated = true;  // more skipped frames than any real chain has: a cycle
+        break;
     }
     res.depth = static_cast<uint32_t>(next - out);
     return res;

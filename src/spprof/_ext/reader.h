@@ -55,16 +55,10 @@ struct DirectReader {
     static constexpr uintptr_t kAddressLimit = kObjectAddressLimit;
 
     SPPROF_NO_SANITIZE_ADDRESS const void* view(uintptr_t addr, size_t n) const {
-        const uintptr_t rel = addr - kMinAddress;  // wraps below kMinAddress: rejected too
-        if (n >= 8) {
-            // One compare for range and alignment: rotating the misaligned low bits to the
-            // top makes any misaligned address larger than every aligned one in range.
-            static_assert(kMinAddress % 8 == 0, "the rotation keeps aligned addresses aligned");
-            const uintptr_t rot = (rel >> 3) | (rel << (8 * sizeof(uintptr_t) - 3));
-            return rot < ((kAddressLimit - kMinAddress) >> 3) ? reinterpret_cast<const void*>(addr) : nullptr;
-        }
-        const uintptr_t align = n >= 4 ? 4 : (n >= 2 ? 2 : 1);
-        if (rel >= kAddressLimit - kMinAddress || (addr & (align - 1)) != 0) return nullptr;
+        const uintptr_t align = n >= 8 ? 8 : (n >= 4 ? 4 : (n >= 2 ? 2 : 1));
+        // One unsigned compare for both ends: below kMinAddress wraps to a huge value.
+        if (addr - kMinAddress >= kAddressLimit - kMinAddress || (addr & (align - 1)) != 0)
+            return nullptr;
         return reinterpret_cast<const void*>(addr);
     }
     SPPROF_NO_SANITIZE_ADDRESS bool read(uintptr_t addr, void* out, size_t n) const {

@@ -16,9 +16,9 @@
 // runs only after sampling stopped and no handler can be running.
 //
 // Unloading: a module dlclose'd between two refreshes is still described by the current
-// snapshot; a return address into its unmapped range would make the unwinder read unmapped
-// CFI. CPython never dlcloses extension modules and ctypes does not either; the risk is
-// limited to C code that dlcloses, between two refreshes (see docs/native-unwinding.md).
+// snapshot; a return address into its unmapped range makes the unwinder read unmapped CFI.
+// The capture path runs the unwinder under the fault guard, which turns such a read into an
+// ended walk (see docs/native-unwinding.md).
 //
 // Linux only (dl_iterate_phdr, PT_GNU_EH_FRAME). On other OSes refresh() publishes an empty
 // snapshot and reports kNotImplemented.
