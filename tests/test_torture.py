@@ -178,8 +178,8 @@ def test_threads_sharing_generators_under_a_lock(mode, tmp_path):
     seen = counts(samples)
     for prefix, chain in (
         ("consumer-", ["consumer", "producer"]),
-        ("sender-", ["sender", "accumulator"]),
-        ("delegator-", ["delegator", "delegating", "sub_accumulator"]),
+        ("sender-", ["drive", "accumulator"]),
+        ("delegator-", ["drive", "delegating", "sub_accumulator"]),
     ):
         mine = in_threads(samples, prefix)
         assert any(chain[0] in py_names(s) for s in mine), (prefix, seen)

@@ -15,6 +15,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+from _threads import run_threads
+
 DEPTH = 300
 THREADS = 3
 SHARED_THREADS = 2
@@ -64,10 +66,7 @@ def main(seconds: float) -> None:
         threading.Thread(target=drain_shared, args=(deadline, lock, chain), name=f"shared-{i}")
         for i in range(SHARED_THREADS)
     ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(threads)
 
 
 if __name__ == "__main__":

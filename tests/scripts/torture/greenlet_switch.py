@@ -16,6 +16,7 @@ import threading
 import time
 
 import greenlet
+from _threads import run_threads
 
 THREADS = 3
 RING = 4
@@ -71,11 +72,7 @@ def main(seconds: float) -> None:
         threading.Thread(target=run_ring, args=(deadline,), name=f"gthread-{i}")
         for i in range(THREADS - 1)
     ]
-    for t in threads:
-        t.start()
-    run_ring(deadline)  # the main thread is the third
-    for t in threads:
-        t.join()
+    run_threads(threads, lambda: run_ring(deadline))  # the main thread is the third
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 
+from _threads import run_threads
+
 CONSUMERS = 10
 SENDERS = 3
 DELEGATORS = 3
@@ -73,7 +75,10 @@ def consumer(lock: threading.Lock, gen: Iterator[int]) -> None:
                 return
 
 
-def sender(deadline: float, lock: threading.Lock, coro: Generator[int, int, None]) -> None:
+def drive(deadline: float, lock: threading.Lock, coro: Generator[int, int, None]) -> None:
+    """Resumes a shared coroutine with send() and, every 16th time, throw(): run by the
+    sender threads on `accumulator` and by the delegator threads on `delegating`, where a
+    throw ends the sub-generator and delegating starts a new one."""
     k = 0
     while time.monotonic() < deadline:
         for _ in range(CHECK_EVERY):
@@ -81,18 +86,6 @@ def sender(deadline: float, lock: threading.Lock, coro: Generator[int, int, None
             with lock:
                 if k % 16 == 0:
                     coro.throw(Reset())
-                else:
-                    coro.send(k)
-
-
-def delegator(deadline: float, lock: threading.Lock, coro: Generator[int, int, None]) -> None:
-    k = 0
-    while time.monotonic() < deadline:
-        for _ in range(CHECK_EVERY):
-            k += 1
-            with lock:
-                if k % 16 == 0:
-                    coro.throw(Reset())  # ends the sub-generator; delegating starts a new one
                 else:
                     coro.send(k)
 
@@ -110,19 +103,14 @@ def main(seconds: float) -> None:
         for i in range(CONSUMERS)
     ]
     threads += [
-        threading.Thread(target=sender, args=(deadline, coro_lock, coro), name=f"sender-{i}")
+        threading.Thread(target=drive, args=(deadline, coro_lock, coro), name=f"sender-{i}")
         for i in range(SENDERS)
     ]
     threads += [
-        threading.Thread(
-            target=delegator, args=(deadline, deleg_lock, deleg), name=f"delegator-{i}"
-        )
+        threading.Thread(target=drive, args=(deadline, deleg_lock, deleg), name=f"delegator-{i}")
         for i in range(DELEGATORS)
     ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(threads)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from _threads import run_threads
+
 WORKERS = 2
 RUN_SECONDS = 0.1  # each subinterpreter's share of work
 
@@ -101,11 +103,7 @@ def main(seconds: float) -> None:
         )
         for k in range(WORKERS)
     ]
-    for t in threads:
-        t.start()
-    main_thread_work(deadline)
-    for t in threads:
-        t.join()
+    run_threads(threads, lambda: main_thread_work(deadline))
     print(f"SUBINTERPRETERS ran={name} runs={sum(runs)}", flush=True)
     if errors:
         sys.exit(f"subinterpreter errors: {errors}")
