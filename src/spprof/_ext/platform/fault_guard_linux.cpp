@@ -66,6 +66,14 @@ Guarded* guarded_for(int signo) {
     return nullptr;
 }
 
+// For the debug log: what stands behind the guard.
+const char* describe(const struct sigaction& a) {
+    if ((a.sa_flags & SA_SIGINFO) != 0) return a.sa_sigaction != nullptr ? "a handler" : "the default action";
+    if (a.sa_handler == SIG_DFL) return "the default action";
+    if (a.sa_handler == SIG_IGN) return "ignored";
+    return "a handler";
+}
+
 bool is_ours(const struct sigaction& a) {
     return (a.sa_flags & SA_SIGINFO) != 0 && a.sa_sigaction == on_fault;
 }
@@ -145,6 +153,9 @@ Error platform_fault_guard_install(FaultClaimFn claim) {
         }
     }
     g_installed.store(true, std::memory_order_release);
+    log_debug("fault guard: in front of SIGSEGV (%s) and SIGBUS (%s)",
+              describe(g_guarded[0].prev[g_guarded[0].slot.load()]),
+              describe(g_guarded[1].prev[g_guarded[1].slot.load()]));
     return Error::none();
 }
 
