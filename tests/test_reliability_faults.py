@@ -15,6 +15,7 @@ reports (make test-asan) and that corrupts memory otherwise.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import textwrap
@@ -64,6 +65,11 @@ print("survived", flush=True)
 
 @pytest.mark.parametrize("faulthandler_when", ["none", "before", "after", "after-retaken"])
 def test_a_crash_of_the_program_ends_as_without_spprof(tmp_path, faulthandler_when):
+    if os.environ.get("SPPROF_TEST_ASAN") and faulthandler_when != "none":
+        # AddressSanitizer owns SIGSEGV in that build: its report of the re-raised signal
+        # itself faults and ends the process one way or the other depending on timing, with or
+        # without spprof. The native fault-guard tests compare endings under ASan instead.
+        pytest.skip("faulthandler + AddressSanitizer's own SIGSEGV handler: no stable ending")
     script = tmp_path / "crash.py"
     script.write_text(textwrap.dedent(CRASH))
     plain = run_python(str(script), faulthandler_when, "0", timeout=60)
@@ -71,8 +77,10 @@ def test_a_crash_of_the_program_ends_as_without_spprof(tmp_path, faulthandler_wh
     for proc in (plain, profiled):
         assert "crashing now" in proc.stdout, proc.stderr[-2000:]
         assert "survived" not in proc.stdout
-    # Killed by the signal, as the plain interpreter is (not an exit code, not a hang).
-    assert plain.returncode == -signal.SIGSEGV, plain.stderr[-2000:]
+    # Ended as the plain interpreter ends: killed by the signal (not an exit code, not a hang);
+    # under AddressSanitizer (make test-asan) its report and exit status 1, in both runs.
+    if not os.environ.get("SPPROF_TEST_ASAN"):
+        assert plain.returncode == -signal.SIGSEGV, plain.stderr[-2000:]
     assert profiled.returncode == plain.returncode, profiled.stderr[-2000:]
     if faulthandler_when == "none":
         assert "Fatal Python error" not in profiled.stderr

@@ -8,7 +8,8 @@
 // again and the kernel delivers the same fault, with the same registers, to that action (the
 // program's handler, faulthandler, a crash reporter, or the default: death by the signal, with
 // a core dump). A signal that was sent rather than raised (kill, raise, a handler re-raising)
-// is re-sent to the same thread with the same siginfo after stepping aside.
+// is re-sent to the same thread with the same siginfo after stepping aside, delivered when
+// our handler has returned.
 //
 // Loops: handlers like faulthandler restore the action they saw when they were enabled (which
 // may be ours) and re-raise. A fault that comes back to us after we stepped aside, or any sent
@@ -22,8 +23,10 @@
 #if defined(__linux__)
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -56,6 +59,21 @@ Guarded g_guarded[2];
 std::atomic<FaultClaimFn> g_claim{nullptr};
 std::atomic<bool> g_installed{false};
 std::atomic<uint64_t> g_retaken{0};
+// When the guard last stepped aside for a fault that was not ours (monotonic ns, 0: never).
+// Such a fault is almost always the program crashing: faulthandler, a crash reporter or
+// AddressSanitizer is at work, and the guard must not take the front place back in the middle
+// of that (a nested fault or re-raise would then come to us). A program that recovers from
+// its own faults (a VM using guard pages) gets sampled again after the grace period.
+std::atomic<uint64_t> g_stepped_aside_ns{0};
+constexpr uint64_t kStepAsideGraceNs = 5'000'000'000;
+
+uint64_t monotonic_ns() {
+    struct timespec ts;
+    // The raw system call: async-signal-safe, and no sanitizer interceptor runs inside a
+    // fault that is on its way to the sanitizer's own handler.
+    syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 static_assert(std::atomic<FaultClaimFn>::is_always_lock_free, "loaded by the fault handler");
 static_assert(std::atomic<bool>::is_always_lock_free, "loaded by the fault handler");
@@ -108,12 +126,20 @@ void on_fault(int signo, siginfo_t* si, void* /*uc*/) {
         errno = saved_errno;
         return;
     }
+    g_stepped_aside_ns.store(monotonic_ns(), std::memory_order_release);
     const bool was_in_front = g->in_front.exchange(false, std::memory_order_acq_rel);
     const struct sigaction& target =
         raised && was_in_front ? g->prev[g->slot.load(std::memory_order_acquire)] : original_or_default(*g);
     sigaction(signo, &target, nullptr);
     if (!raised && si != nullptr) {
-        // Deliver it again, now to `target` (SA_NODEFER: before this call returns).
+        // Deliver it again, to `target`, once this handler has returned: blocked here, the
+        // re-sent signal stays pending until sigreturn restores the interrupted mask. So
+        // `target` runs where the sender's own delivery would have run it (inside a handler
+        // that re-raised, say), not nested in ours.
+        sigset_t block;
+        sigemptyset(&block);
+        sigaddset(&block, signo);
+        pthread_sigmask(SIG_BLOCK, &block, nullptr);
         syscall(SYS_rt_tgsigqueueinfo, getpid(), syscall(SYS_gettid), signo, si);
     }
     errno = saved_errno;
@@ -161,6 +187,8 @@ Error platform_fault_guard_install(FaultClaimFn claim) {
 
 bool platform_fault_guard_keep() {
     if (!g_installed.load(std::memory_order_acquire)) return false;
+    const uint64_t aside = g_stepped_aside_ns.load(std::memory_order_acquire);
+    if (aside != 0 && monotonic_ns() - aside < kStepAsideGraceNs) return false;
     bool retook = false;
     for (Guarded& g : g_guarded) {
         struct sigaction current;

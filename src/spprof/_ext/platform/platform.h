@@ -127,9 +127,10 @@ using FaultClaimFn = void (*)();
 // Session start, GIL held. Remembers the handlers it stands in front of.
 Error platform_fault_guard_install(FaultClaimFn claim);
 // Drain thread, no GIL needed, at every wake-up: when the program installed a SIGSEGV or
-// SIGBUS handler of its own since (faulthandler.enable(), a crash reporter), or the guard
-// stepped aside for a fault that was not ours, put the guard back in front of whatever is
-// there now. True when it did.
+// SIGBUS handler of its own since (faulthandler.enable(), a crash reporter), put the guard
+// back in front of whatever is there now; after the guard stepped aside for a fault that was
+// not ours, only once 5 s have passed (that fault is usually the program crashing, and its
+// handlers must finish undisturbed). True when it did.
 bool platform_fault_guard_keep();
 // Session stop: restore the handlers that were there before, where ours is still in front.
 void platform_fault_guard_remove();
