@@ -129,15 +129,21 @@ SPPROF_NO_SANITIZE_ADDRESS inline WalkResult walk_frames(const Reader& r, uintpt
     RawFrame* const end = out + max;
     CodeFacts read;  // out of the loop: a cache hit does not initialise it
     uint32_t skips = 0;
+    // Where the chain must end (PyLayout::kEndsAtShim): the last frame visited was a shim, or
+    // none was visited. Starts true: an empty chain is whole.
+    bool at_shim = true;
     for (;;) {
         FrameView v;
         // The end of the chain (frame 0) fails here too, as every Reader rejects the null
         // page: one test per frame instead of two. Sorted out on the way out.
         if (__builtin_expect(!PyLayout::read_frame(r, frame, &v), 0)) {
-            if (frame != 0) res.error = true;
+            // A chain cut short (a generator's link not yet set when the sample landed) ends
+            // at 0 too: where every whole chain ends at a shim, that is torn.
+            if (frame != 0 || (PyLayout::kEndsAtShim && !at_shim)) res.error = true;
             break;
         }
         frame = v.previous;
+        at_shim = v.is_shim;
         if (v.is_shim) {
             // 3.12+: the frame recorded just before a shim is the entry frame of that eval call.
             if (next != out) next[-1].instr |= kInstrEntryFlag;

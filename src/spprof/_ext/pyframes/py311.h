@@ -28,6 +28,8 @@ struct MirrorFrame311 {
 
 struct PyLayout {
     static constexpr const char* kName = "3.11 _PyInterpreterFrame";
+    // A whole chain ends at a shim (no shims before 3.12): one that ends elsewhere was cut, i.e. torn.
+    static constexpr bool kEndsAtShim = false;
     static constexpr char kOwnedByGenerator = 1;
     static constexpr char kMaxOwner = 2;  // FRAME_OBJECT: the highest owner 3.11 has
     static constexpr bool kCheckCodeType = false;

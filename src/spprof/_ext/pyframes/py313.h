@@ -26,6 +26,8 @@ struct MirrorFrame313 {
 
 struct PyLayout {
     static constexpr const char* kName = "3.13 _PyInterpreterFrame";
+    // A whole chain ends at a shim (the first entry into the eval loop pushes the bottom shim): one that ends elsewhere was cut, i.e. torn.
+    static constexpr bool kEndsAtShim = true;
     static constexpr char kOwnedByGenerator = 1;
     static constexpr char kMaxOwner = 3;  // CSTACK: the highest owner this version has
     static constexpr char kOwnedByCStack = 3;

@@ -29,6 +29,8 @@ struct MirrorFrame314 {
 
 struct PyLayout {
     static constexpr const char* kName = "3.14 _PyInterpreterFrame";
+    // A whole chain ends at a shim (not verified on 3.14 yet): one that ends elsewhere was cut, i.e. torn.
+    static constexpr bool kEndsAtShim = false;
     static constexpr char kOwnedByGenerator = 1;
     static constexpr char kMaxOwner = 4;  // CSTACK: the highest owner this version has
     static constexpr char kFirstNonPythonOwner = 3;

@@ -13,6 +13,8 @@ namespace spprof {
 
 struct PyLayout {
     static constexpr const char* kName = "3.9/3.10 PyFrameObject";
+    // A whole chain ends at a shim (a frame object chain ends at any frame): one that ends elsewhere was cut, i.e. torn.
+    static constexpr bool kEndsAtShim = false;
 
     template <class R>
     SPPROF_NO_SANITIZE_ADDRESS static bool first_frame(const R& r, uintptr_t tstate, uintptr_t* out) {
