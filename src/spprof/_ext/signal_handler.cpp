@@ -103,8 +103,9 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         bump(g_counters.no_thread);
         return false;
     }
-    // Someone else's SIGSEGV/SIGBUS handler is in front of the guard (until the drain puts it
-    // back), or the guard stepped aside for a fault that was not ours: no unguarded walk.
+    // The guard stepped aside for a fault that was not ours (or is not installed): no
+    // unguarded walk. (A handler the program installed since the drain's last look is not
+    // known here; docs/architecture.md, "Torn stacks and the fault guard", point 5.)
     if (!platform_fault_guard_ready()) {
         bump(g_counters.unguarded);
         return false;
