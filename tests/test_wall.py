@@ -1,7 +1,9 @@
-"""Wall-clock mode and the per-sample status fields (on_cpu, gil, idle)."""
+"""Wall-clock mode and the per-sample status fields (on_cpu, gil, idle, runnable)."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import os
 import select
@@ -263,7 +265,7 @@ def test_thread_alternating_cpu_and_sleep_splits_its_time_between_the_two_lines(
         if s.thread_name != "worker":
             continue
         in_worker = [f.lineno for f in s.frames if f.function_name == "worker"]
-        if in_worker == [spin_line] and s.on_cpu:
+        if in_worker == [spin_line] and (s.on_cpu or s.runnable):
             busy += s.weight_ns
         elif in_worker == [sleep_line] and s.idle:
             idle_sleep += s.weight_ns
@@ -277,3 +279,140 @@ def test_thread_alternating_cpu_and_sleep_splits_its_time_between_the_two_lines(
     assert abs(idle_sleep / 1e9 - spent["sleep"]) <= 0.2 * spent["sleep"], truth
     assert other <= 0.1 * (busy + idle_sleep + other), (busy, idle_sleep, other)
     assert abs((busy + idle_sleep + other) / 1e9 - alive) <= 0.1 * alive
+
+
+def nap_one():
+    time.sleep(0.15)  # NAP_ONE
+
+
+def nap_two():
+    time.sleep(0.15)  # NAP_TWO
+
+
+def nap_three():
+    time.sleep(0.15)  # NAP_THREE
+
+
+def test_blocked_time_goes_to_the_call_the_thread_is_blocked_in_now():
+    # A thread going from one blocking call to the next runs for microseconds in between, far
+    # under what a CPU sample needs: each sleep must still get its own third (py-spy --idle
+    # gives 33/32/34; the census used to reuse the first stack: 100/0/0).
+    def sleeper():
+        for _ in range(3):
+            nap_one()
+            nap_two()
+            nap_three()
+
+    t = threading.Thread(target=sleeper, name="sleeper")
+    with spprof.Profiler(interval_ms=10, mode="wall") as p:
+        t.start()
+        t.join()
+    lines = {
+        "nap_one": w.line_of(nap_one, "NAP_ONE"),
+        "nap_two": w.line_of(nap_two, "NAP_TWO"),
+        "nap_three": w.line_of(nap_three, "NAP_THREE"),
+    }
+    weight = dict.fromkeys(lines, 0)
+    for s in p.get_samples():
+        if s.thread_name != "sleeper" or not s.frames:
+            continue
+        leaf = s.frames[-1]
+        for name, line in lines.items():
+            if leaf.function_name == name and leaf.lineno == line:
+                assert s.idle, s
+                weight[name] += s.weight_ns
+    total = sum(weight.values())
+    assert total >= 0.9 * 9 * 0.15e9, weight  # 1.35 s asleep, all of it on a sleep line
+    shares = {k: round(100 * v / total) for k, v in weight.items()}
+    assert all(25 <= v <= 42 for v in shares.values()), shares
+    assert spprof.stats()["wall_signals_sent"] == 0
+
+
+def _usleep_loop(libc, count: int, out: list) -> None:
+    interrupted = 0
+    for _ in range(count):
+        w.spin(0.002)  # on CPU between the waits: the census sees it run
+        if libc.usleep(20_000) != 0 and ctypes.get_errno() == errno.EINTR:  # USLEEP_LINE
+            interrupted += 1
+    out.append(interrupted)
+
+
+def test_wall_mode_never_interrupts_a_blocked_c_call():
+    # usleep() is not restarted after a signal handler, whatever SA_RESTART says: a signal
+    # sent to learn where a thread blocked made it fail with EINTR (100 times in 100 at
+    # 2df7638). Threads alive at start() and threads started later alike.
+    libc = ctypes.CDLL(None, use_errno=True)
+    early_result: list = []
+    late_result: list = []
+    early = threading.Thread(target=_usleep_loop, args=(libc, 60, early_result), name="early")
+    early.start()
+    time.sleep(0.02)
+    with spprof.Profiler(interval_ms=10, mode="wall") as p:
+        late = threading.Thread(target=_usleep_loop, args=(libc, 60, late_result), name="late")
+        late.start()
+        early.join()
+        late.join()
+    assert early_result == [0] and late_result == [0], (early_result, late_result)
+    line = w.line_of(_usleep_loop, "USLEEP_LINE")
+    for name in ("early", "late"):
+        blocked = sum(
+            s.weight_ns
+            for s in p.get_samples()
+            if s.thread_name == name
+            and s.idle
+            and any(f.function_name == "_usleep_loop" and f.lineno == line for f in s.frames)
+        )
+        # ~60 x 20 ms in usleep (the early thread partly before start()): on the usleep line
+        assert blocked >= 0.6e9, (name, blocked)
+
+
+RUNNABLE_SCRIPT = """
+import hashlib, os, sys, threading, time
+import spprof
+
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU: the two hashers take turns
+DATA = b"x" * (8 << 20)
+
+def hasher():
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        hashlib.sha256(DATA).digest()  # HASH_LINE (hashlib releases the GIL: no GIL wait)
+    time.sleep(0.3)  # REST_LINE
+
+threads = [threading.Thread(target=hasher, name=f"hasher-{i}") for i in range(2)]
+with spprof.Profiler(interval_ms=5, mode="wall") as p:
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+rows = []
+for s in p.get_samples():
+    if s.thread_name.startswith("hasher") and s.frames:
+        leaf = [f for f in s.frames if f.function_name == "hasher"]
+        if leaf:
+            rows.append((s.thread_name, leaf[-1].lineno, s.weight_ns, s.on_cpu, s.idle, s.runnable))
+print(repr(rows))
+"""
+
+
+def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
+    # Two threads share one CPU: each waits about half of its second of hashing, runnable
+    # (preempted) or for the GIL between two hashes. All of that belongs to the hashing line,
+    # the runnable part flagged so, none of it to the sleep that follows.
+    r = run_python("-c", RUNNABLE_SCRIPT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = eval(r.stdout.strip().splitlines()[-1])
+    src = RUNNABLE_SCRIPT.splitlines()  # -c: line 1 is the empty first line
+    hash_line = next(i for i, t in enumerate(src, 1) if "HASH_LINE" in t)
+    rest_line = next(i for i, t in enumerate(src, 1) if "REST_LINE" in t)
+    for name in ("hasher-0", "hasher-1"):
+        mine = [row for row in rows if row[0] == name]
+        on_hash = sum(row[2] for row in mine if row[1] == hash_line)
+        runnable = sum(row[2] for row in mine if row[1] == hash_line and row[5])
+        on_rest = sum(row[2] for row in mine if row[1] == rest_line)
+        rest_idle = sum(row[2] for row in mine if row[1] == rest_line and row[4])
+        truth = (name, on_hash, runnable, on_rest)
+        assert 0.85e9 <= on_hash <= 1.15e9, truth
+        assert runnable >= 0.03e9, truth
+        assert not any(row[5] for row in mine if row[1] == rest_line), truth
+        assert 0.25e9 <= on_rest <= 0.4e9 and rest_idle == on_rest, truth

@@ -23,6 +23,7 @@ FLAG_ON_CPU = 1 << 1
 FLAG_HAS_GIL = 1 << 2
 FLAG_IDLE = 1 << 3
 FLAG_GIL_KNOWN = 1 << 4
+FLAG_RUNNABLE = 1 << 6  # wall mode: waited for a CPU on this stack (sample_record.h)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Sample:
     gil: Optional[bool] = None
     idle: bool = False
     truncated: bool = False
+    runnable: bool = False  # wall mode: the thread waited for a CPU here (preempted), not blocked
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,7 @@ class Profile:
                         gil=bool(flags & FLAG_HAS_GIL) if flags & FLAG_GIL_KNOWN else None,
                         idle=bool(flags & FLAG_IDLE),
                         truncated=bool(flags & FLAG_TRUNCATED),
+                        runnable=bool(flags & FLAG_RUNNABLE),
                     )
                 )
             self._samples = out

@@ -36,7 +36,9 @@ struct Sim {
     bool runnable_now = false;
     int probes = 0;
     uint64_t cpu_weight = 0, idle_record_weight = 0, idle_signal_weight = 0, oncpu_signal_weight = 0;
-    int signals = 0, idle_records = 0;
+    uint64_t runnable_weight = 0;
+    int signals = 0, walks = 0, idle_records = 0;
+    bool lose_walks = false;  // the thread runs during every walk: none can be trusted
 
     // The thread runs `run` then blocks for the rest of the census period.
     CensusDecision period(uint64_t run, bool runnable_at_census = false) {
@@ -55,7 +57,12 @@ struct Sim {
             ++probes;
             return runnable_now;
         });
-        if (d.action == CensusAction::kSignal) {
+        if (d.action == CensusAction::kWalk && lose_walks) {
+            spprof::census_walk_lost(slot, d);
+        } else if (d.action == CensusAction::kWalk) {
+            ++walks;  // costs the thread nothing: no CPU baseline moves
+            (d.runnable ? runnable_weight : idle_signal_weight) += d.weight_ns;
+        } else if (d.action == CensusAction::kSignal) {
             ++signals;
             (d.idle ? idle_signal_weight : oncpu_signal_weight) += d.weight_ns;
             cpu_at_capture = cpu;  // the handler records its CPU clock after the capture
@@ -66,13 +73,13 @@ struct Sim {
         return d;
     }
     uint64_t total() const {
-        return cpu_weight + idle_record_weight + idle_signal_weight + oncpu_signal_weight;
+        return cpu_weight + idle_record_weight + idle_signal_weight + oncpu_signal_weight + runnable_weight;
     }
 };
 
 }  // namespace
 
-TEST(census_blocked_thread_with_known_stack_gets_idle_records_and_no_signal) {
+TEST(census_blocked_thread_with_known_stack_gets_idle_records_and_no_walk) {
     Sim s;
     s.slot.seen = true;  // registered by another thread: its stack was recorded then
     s.slot.stack_current = true;
@@ -82,6 +89,7 @@ TEST(census_blocked_thread_with_known_stack_gets_idle_records_and_no_signal) {
         CHECK_EQ(d.weight_ns, 10 * kMs);
     }
     CHECK_EQ(s.signals, 0);
+    CHECK_EQ(s.walks, 0);
     CHECK_EQ(s.probes, 0);
 }
 
@@ -89,7 +97,7 @@ TEST(census_first_sample_of_a_thread_that_registered_itself_and_blocked) {
     Sim s;
     s.first = true;
     CensusDecision d = s.period(0);
-    CHECK(d.action == CensusAction::kSignal);  // its stack is unknown: ask once
+    CHECK(d.action == CensusAction::kWalk);  // its stack is unknown: read it once
     CHECK(d.idle);
     CHECK_EQ(d.weight_ns, 10 * kMs);
     d = s.period(0);
@@ -107,25 +115,26 @@ TEST(census_busy_thread_is_left_to_its_timer) {
     CHECK_EQ(s.total(), s.now);
 }
 
-TEST(census_thread_that_stops_running_is_asked_where_it_blocked_once) {
+TEST(census_thread_that_stops_running_is_walked_where_it_blocked_once) {
     Sim s;
     for (int i = 0; i < 5; ++i) s.period(10 * kMs);  // busy, its timer samples it
     s.period(9 * kMs);  // ran 9 ms then blocked: 1 ms carried, found blocked
-    CHECK_EQ(s.signals, 1);
+    CHECK_EQ(s.walks, 1);
     CHECK_EQ(s.idle_signal_weight, 1 * kMs);
-    for (int i = 0; i < 20; ++i) s.period(0);  // blocked: idle records, no more signals
-    CHECK_EQ(s.signals, 1);
+    for (int i = 0; i < 20; ++i) s.period(0);  // blocked: idle records, no more walks
+    CHECK_EQ(s.walks, 1);
+    CHECK_EQ(s.signals, 0);
     CHECK_EQ(s.idle_records, 20);
     CHECK_EQ(s.idle_record_weight, 200 * kMs);
 }
 
-TEST(census_thread_blocking_right_after_a_census_is_still_asked_for_its_stack) {
+TEST(census_thread_blocking_right_after_a_census_is_still_walked_for_its_stack) {
     Sim s;
     for (int i = 0; i < 3; ++i) s.period(10 * kMs);
     // ran 50 us into the period (under the run threshold), then blocked: its last stack is
-    // from its CPU timer, i.e. where it ran, so it must be asked once.
+    // from its CPU timer, i.e. where it ran, so it must be read once.
     CensusDecision d = s.period(50'000);
-    CHECK(d.action == CensusAction::kSignal);
+    CHECK(d.action == CensusAction::kWalk);
     CHECK(d.idle);
     d = s.period(0);
     CHECK(d.action == CensusAction::kIdleRecord);
@@ -140,8 +149,9 @@ TEST(census_off_cpu_time_of_a_runnable_thread_is_carried_then_given_on_cpu) {
         CHECK(d.action == CensusAction::kNothing);
     }
     const CensusDecision d = s.period(7 * kMs, true);
-    CHECK(d.action == CensusAction::kSignal);
+    CHECK(d.action == CensusAction::kWalk);
     CHECK(!d.idle);
+    CHECK(d.runnable);
     CHECK_EQ(d.weight_ns, 3 * kMs * spprof::kCarryCensuses);
 }
 
@@ -151,7 +161,7 @@ TEST(census_carry_goes_to_the_blocking_stack_when_found_blocked) {
     s.period(5 * kMs, true);  // half blocked, but running at the census: carry 5 ms
     CHECK_EQ(s.signals, 0);
     const CensusDecision d = s.period(5 * kMs, false);  // blocked at this census
-    CHECK(d.action == CensusAction::kSignal);
+    CHECK(d.action == CensusAction::kWalk);
     CHECK(d.idle);
     CHECK_EQ(d.weight_ns, 10 * kMs);
 }
@@ -193,4 +203,37 @@ TEST(census_capture_cost_does_not_count_as_running) {
     s.cpu_at_capture = s.cpu;
     const CensusDecision d = s.period(0);
     CHECK(d.action == CensusAction::kIdleRecord);
+}
+
+TEST(census_thread_moving_between_blocking_calls_is_walked_at_each_move) {
+    // sleep in f1, a few microseconds of Python, sleep in f2, ...: every census where its CPU
+    // clock moved at all (far under the run threshold) reads its stack again; one where it did
+    // not reuses it. Nothing is ever signalled.
+    Sim s;
+    s.slot.seen = true;
+    s.slot.stack_current = true;
+    for (int i = 0; i < 30; ++i) {
+        const CensusDecision d = s.period(i % 3 == 0 ? 5'000 : 0);
+        CHECK(d.action == (i % 3 == 0 ? CensusAction::kWalk : CensusAction::kIdleRecord));
+        if (d.action == CensusAction::kWalk) CHECK(d.idle);
+        CHECK_EQ(d.weight_ns, 10 * kMs);
+    }
+    CHECK_EQ(s.walks, 10);
+    CHECK_EQ(s.signals, 0);
+    CHECK_EQ(s.idle_signal_weight + s.idle_record_weight, s.now);  // every period, once
+}
+
+TEST(census_walk_that_cannot_be_trusted_keeps_its_time_for_the_next_one) {
+    Sim s;
+    s.slot.seen = true;
+    s.slot.stack_current = true;
+    s.lose_walks = true;
+    s.period(5'000);  // moved: walked, but the walk is lost
+    s.period(0);      // not moved, yet its stack is not known: walked again, lost again
+    CHECK_EQ(s.walks, 0);
+    s.lose_walks = false;
+    const CensusDecision d = s.period(0);
+    CHECK(d.action == CensusAction::kWalk);
+    CHECK_EQ(d.weight_ns, 30 * kMs);  // all three periods, on the stack finally read
+    CHECK_EQ(s.idle_record_weight, 0u);
 }

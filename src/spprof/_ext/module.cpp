@@ -136,7 +136,9 @@ PyObject* build_stats(const Session* s) {
              put(d, "wall_signals_sent", PyLong_FromUnsignedLongLong(w->signals_sent())) &&
              put(d, "wall_idle_records", PyLong_FromUnsignedLongLong(w->idle_records())) &&
              put(d, "wall_idle_dropped", PyLong_FromUnsignedLongLong(w->idle_dropped())) &&
-             put(d, "wall_state_probes", PyLong_FromUnsignedLongLong(w->state_probes()));
+             put(d, "wall_state_probes", PyLong_FromUnsignedLongLong(w->state_probes())) &&
+             put(d, "wall_walks", PyLong_FromUnsignedLongLong(w->walks())) &&
+             put(d, "wall_walks_lost", PyLong_FromUnsignedLongLong(w->walks_lost()));
     }
     if (!ok) {
         Py_DECREF(d);

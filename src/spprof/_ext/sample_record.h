@@ -29,10 +29,13 @@ enum SampleFlags : uint32_t {
                                  // or the walk met a torn link (a bad value or a fault)
     kSampleOnCpu = 1u << 1,      // thread used CPU since its previous sample
     kSampleHasGil = 1u << 2,     // thread held the GIL when sampled
-    kSampleIdle = 1u << 3,       // wall mode: the stack is the thread's last one, reused
+    kSampleIdle = 1u << 3,       // wall mode: the thread was blocked (off CPU, not runnable);
+                                 // with depth 0 the drain gives it the thread's last stack
     kSampleGilKnown = 1u << 4,   // kSampleHasGil is meaningful
     kSampleStackOnly = 1u << 5,  // not a sample: the thread's current stack, recorded at
                                  // registration so idle records have a stack to reuse
+    kSampleRunnable = 1u << 6,   // wall mode: the thread waited for a CPU (runnable, preempted)
+                                 // on this stack; depth 0: its last stack
 };
 
 // Sentinel for RawSampleHeader.thread_serial: the record names its thread by native_tid only

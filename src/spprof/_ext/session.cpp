@@ -242,6 +242,7 @@ ThreadCtx* Session::register_thread(PyThreadState* ts, unsigned long ident, uint
     rec.native_tid = tid;
     rec.tstate = ts;
     rec.registered_ns = platform_monotonic_ns();
+    rec.cpu_read_at_ns = platform_monotonic_ns();
     platform_thread_cpu_ns_of(tid, ident, &rec.cpu_start_ns);
     rec.cpu_last_ns = rec.cpu_start_ns;
     raw->last_cpu_ns_.store(rec.cpu_start_ns, std::memory_order_relaxed);
@@ -349,13 +350,21 @@ void Session::retire(uint32_t serial) {
 void Session::refresh_cpu(uint32_t serial) {
     ThreadRecord& rec = records_[serial];
     uint64_t now = 0;
+    const uint64_t read_at = platform_monotonic_ns();
     if (rec.alive && platform_thread_cpu_ns_of(rec.native_tid, rec.ident, &now) && now >= rec.cpu_last_ns) {
         rec.cpu_last_ns = now;
+        rec.cpu_read_at_ns = read_at;
         rec.weight_since_cpu_read = 0;
     }
+    // Readings taken by others while the thread lived: the Mach sampler's at each sample, the
+    // wall census's every period.
     const ThreadCtx* ctx = table_.by_serial(serial);
-    const uint64_t at_sample = ctx ? ctx->last_cpu_ns_.load(std::memory_order_relaxed) : 0;
-    if (at_sample > rec.cpu_last_ns) rec.cpu_last_ns = at_sample;
+    if (ctx != nullptr) {
+        const uint64_t at_sample = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
+        const uint64_t at_census = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
+        const uint64_t seen = at_sample > at_census ? at_sample : at_census;
+        if (seen > rec.cpu_last_ns) rec.cpu_last_ns = seen;
+    }
 }
 
 void Session::refresh_cpu_all() {
@@ -409,8 +418,8 @@ void Session::drain_ring(RingBuffer* ring) {
             continue;
         }
         uint32_t stack;
-        if ((flags & kSampleIdle) && hdr->depth == 0 && last_stack_[serial] != kNoStack) {
-            stack = last_stack_[serial];  // blocked since its last stack: reuse it
+        if ((flags & (kSampleIdle | kSampleRunnable)) && hdr->depth == 0 && last_stack_[serial] != kNoStack) {
+            stack = last_stack_[serial];  // blocked (or preempted) since its last stack: reuse it
         } else {
             const uint32_t depth = hdr->depth <= kMaxPythonFrames ? hdr->depth : kMaxPythonFrames;
             if (hdr->native_depth > 0) {
@@ -429,7 +438,9 @@ void Session::drain_ring(RingBuffer* ring) {
         if (!(flags & kSampleStackOnly)) {
             store_.add_sample(SampleRow{hdr->timestamp_ns, hdr->weight_ns, stack,
                                         (serial & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
-            if (!config_.wall_mode) records_[serial].weight_since_cpu_read += hdr->weight_ns;
+            ThreadRecord& owner = records_[serial];
+            if (!config_.wall_mode && hdr->timestamp_ns > owner.cpu_read_at_ns)
+                owner.weight_since_cpu_read += hdr->weight_ns;
         }
         ring->pop();
     }

@@ -70,7 +70,10 @@ struct ThreadRecord {
     bool name_from_threading = false;
     uint64_t cpu_start_ns = 0;     // thread CPU clock when registered
     uint64_t cpu_last_ns = 0;      // last reading while alive
-    uint64_t weight_since_cpu_read = 0;  // CPU mode: sampled CPU time since that reading
+    uint64_t cpu_read_at_ns = 0;   // monotonic time of that reading
+    // CPU mode: CPU time of the samples taken after that reading (a sample taken before it but
+    // drained after is already in the reading: counting it again overstated ended threads).
+    uint64_t weight_since_cpu_read = 0;
     uint64_t registered_ns = 0;
     uint64_t ended_ns = 0;         // 0 while alive
     PyThreadState* tstate = nullptr;

@@ -52,6 +52,9 @@ struct ThreadCtx {
     // or at each sample of the Mach sampler (THREAD_BASIC_INFO). CPU-mode captures on Linux
     // leave it alone: no clock syscall on their path.
     std::atomic<uint64_t> last_cpu_ns_{0};
+    // Wall mode (Linux): the thread's CPU clock at the census's latest reading, so a thread
+    // that ends is credited with its CPU time to within one census period.
+    std::atomic<uint64_t> census_cpu_ns_{0};
     // Wall mode: time the next capture stands for, accumulated by the sampler thread before
     // it signals (several ticks add up if a signal is still pending), taken by the handler.
     std::atomic<uint64_t> pending_weight_ns_{0};

@@ -4,16 +4,21 @@
 // Wall time splits into CPU time and off-CPU time. A thread with a per-thread CPU timer
 // samples its own CPU time (the timer's signal, as in CPU mode); the census, a wake-up every
 // max(interval, 10 ms), accounts for the rest:
-// - The thread did not run since the last census: one idle record for the elapsed time,
-//   holding the last stack, provided that stack is where it blocked; otherwise it is asked
-//   for its stack once (a signal flagged idle) and idle records follow.
+// - The thread's CPU clock did not move since the last census: one idle record for the
+//   elapsed time, holding the last stack, provided that stack is where it blocked.
+// - It moved, however little (a thread going from one blocking call to the next runs for
+//   microseconds), or no stack is known: the sampler walks the thread's stack from outside
+//   (kWalk, flagged idle). A walk never interrupts the thread: a signal would make the
+//   blocking call it sits in fail with EINTR.
 // - It ran part of the period: the off-CPU part is carried. Once a sample's worth is carried,
-//   a thread now blocked is asked for its stack (flagged idle, weight = carry); a thread now
-//   runnable keeps carrying (its stack now is not where it waited), for at most kCarryCensuses
-//   censuses, then the carry goes to its current stack flagged on-CPU (it was runnable, i.e.
-//   preempted, most of the time).
+//   a thread now blocked is walked (flagged idle, weight = carry); a thread now runnable keeps
+//   carrying (its stack now is not where it waited), for at most kCarryCensuses censuses, then
+//   the carry goes to its current stack flagged runnable (it waited for a CPU, preempted on
+//   that line, most of the time).
+// A walk that cannot be trusted (the thread ran during it) gives its weight back to the carry
+// (census_walk_lost): the next census tries again, so no time is lost.
 // A thread without a CPU timer (timer refused) is handled as before CPU timers took part: a
-// signal weighted by the elapsed time whenever it ran.
+// signal weighted by the elapsed time whenever it ran (its CPU time has no other sampler).
 //
 // Sampler thread only. Clocks in nanoseconds.
 #pragma once
@@ -45,12 +50,14 @@ struct CensusParams {
     uint64_t run_threshold_ns = 0;    // CPU progress that counts as having run
 };
 
-enum class CensusAction { kNothing, kIdleRecord, kSignal };
+// kWalk: read the thread's stack from outside; kSignal: ask the thread itself (no CPU timer).
+enum class CensusAction { kNothing, kIdleRecord, kWalk, kSignal };
 
 struct CensusDecision {
     CensusAction action = CensusAction::kNothing;
     uint64_t weight_ns = 0;
-    bool idle = false;  // for kSignal: flag the capture idle rather than on-CPU
+    bool idle = false;      // kWalk/kSignal: flag the sample idle (blocked), not on-CPU
+    bool runnable = false;  // kWalk: the thread waited for a CPU on this stack
 };
 
 constexpr uint32_t kCarryCensuses = 4;
@@ -67,6 +74,7 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
     // capture: the CPU a capture costs is not the thread running.
     const uint64_t baseline = s.last_cpu_ns > in.cpu_at_capture_ns ? s.last_cpu_ns : in.cpu_at_capture_ns;
     const bool ran = in.cpu_ns > baseline + p.run_threshold_ns;
+    const bool moved = !first_look && in.cpu_ns > baseline;  // may have left its blocking call
     if (first_look) s.stack_current = !in.first;
     s.seen = true;
     s.last_ns = in.now_ns;
@@ -90,11 +98,11 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
         d.weight_ns = elapsed + s.carry_ns;
         s.carry_ns = 0;
         s.carried = 0;
-        if (s.stack_current) {
+        if (s.stack_current && !moved) {
             d.action = CensusAction::kIdleRecord;
         } else {
             s.stack_current = true;
-            d.action = CensusAction::kSignal;
+            d.action = CensusAction::kWalk;
             d.idle = true;
         }
         return d;
@@ -104,7 +112,7 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
     if (!first_look) s.carry_ns += elapsed > period_cpu ? elapsed - period_cpu : 0;
     if (s.carry_ns < p.sample_interval_ns) return d;
     if (!runnable()) {
-        d.action = CensusAction::kSignal;
+        d.action = CensusAction::kWalk;
         d.weight_ns = s.carry_ns;
         d.idle = true;
         s.carry_ns = 0;
@@ -113,12 +121,19 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
         return d;
     }
     if (++s.carried < kCarryCensuses) return d;
-    d.action = CensusAction::kSignal;
+    d.action = CensusAction::kWalk;
     d.weight_ns = s.carry_ns;
-    d.idle = false;
+    d.runnable = true;
     s.carry_ns = 0;
     s.carried = 0;
     return d;
+}
+
+// The walk census_step asked for (decision d) could not be trusted: its time waits in the
+// carry and the next census walks again.
+inline void census_walk_lost(CensusSlot& s, const CensusDecision& d) {
+    s.carry_ns += d.weight_ns;
+    s.stack_current = false;
 }
 
 }  // namespace spprof

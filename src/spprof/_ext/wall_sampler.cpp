@@ -3,10 +3,12 @@
 
 #include <cstring>
 
+#include "framewalker.h"
 #include "log.h"
 #include "platform/platform.h"
 #include "sample_record.h"
 #include "signal_handler.h"
+#include "suspend/cached_reader.h"
 #include "suspend/deadline_loop.h"
 #include "thread_table.h"
 #include "wall_census.h"
@@ -31,7 +33,15 @@ constexpr uint64_t kMaxSleepNs = 50'000'000;
 // few microseconds, which is being idle, not running.
 constexpr uint64_t kMinRunNs = 20'000;
 
+struct SafeReadFetch {
+    bool operator()(uintptr_t addr, void* out, size_t n) const { return platform_safe_read(addr, out, n); }
+};
+
 }  // namespace
+
+// Another thread's memory, read a line at a time by reads that cannot fault: the census
+// thread walks a stack that its owner may change (it woke up) or free (it ended) meanwhile.
+struct WallSampler::OutsideReader : CachedReader<SafeReadFetch> {};
 
 bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawFrame* frames) {
     if (ctx->busy_.exchange(true, std::memory_order_acquire)) return false;
@@ -56,7 +66,9 @@ WallSampler::WallSampler(ThreadTable* table, uint64_t interval_ns)
     : table_(table),
       census_ns_(interval_ns > kMinCensusNs ? interval_ns : kMinCensusNs),
       run_threshold_ns_(census_ns_ / 100 > kMinRunNs ? census_ns_ / 100 : kMinRunNs),
-      sample_interval_ns_(interval_ns) {}
+      sample_interval_ns_(interval_ns),
+      reader_(new OutsideReader()),
+      frames_(new RawFrame[kMaxPythonFrames]) {}
 
 WallSampler::~WallSampler() { stop(); }
 
@@ -77,10 +89,11 @@ void WallSampler::stop() {
     pthread_join(thread_, nullptr);
     started_ = false;
     log_debug("wall sampler stopped: %llu censuses (%llu missed), %llu signals, %llu idle records, "
-              "%llu state probes",
+              "%llu state probes, %llu walks (%llu lost)",
               static_cast<unsigned long long>(ticks()), static_cast<unsigned long long>(missed_ticks()),
               static_cast<unsigned long long>(signals_sent()), static_cast<unsigned long long>(idle_records()),
-              static_cast<unsigned long long>(state_probes()));
+              static_cast<unsigned long long>(state_probes()), static_cast<unsigned long long>(walks()),
+              static_cast<unsigned long long>(walks_lost()));
 }
 
 void* WallSampler::thread_main(void* arg) {
@@ -110,6 +123,7 @@ void WallSampler::tick() {
             continue;
         CensusInput in;
         if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &in.cpu_ns)) continue;  // gone
+        ctx->census_cpu_ns_.store(in.cpu_ns, std::memory_order_relaxed);
         in.now_ns = platform_monotonic_ns();
         in.cpu_at_capture_ns = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
         in.first = ctx->needs_first_sample_.exchange(false, std::memory_order_acq_rel);
@@ -118,26 +132,68 @@ void WallSampler::tick() {
             probes_.fetch_add(1, std::memory_order_relaxed);
             return platform_thread_runnable(ctx->native_tid_) != 0;
         });
+        if (d.action == CensusAction::kWalk) {
+            const uint32_t flags = d.runnable ? kSampleRunnable : kSampleIdle;
+            if (walk_outside(ctx, in.cpu_ns, in.now_ns, d.weight_ns, flags)) continue;
+            // A runnable thread that ran during the walk is on the line its CPU timer last
+            // sampled: its wait goes there (depth 0), not to wherever it blocks next.
+            if (d.runnable && write_census_record(ctx, in.now_ns, d.weight_ns, kSampleRunnable)) continue;
+            census_walk_lost(slots_[serial], d);
+            continue;
+        }
         if (d.action == CensusAction::kSignal) {
             ctx->pending_idle_.store(d.idle, std::memory_order_relaxed);
             ctx->pending_weight_ns_.fetch_add(d.weight_ns > 0 ? d.weight_ns : 1, std::memory_order_acq_rel);
             if (platform_signal_thread(ctx->native_tid_, serial)) signals_.fetch_add(1, std::memory_order_relaxed);
             continue;
         }
-        if (d.action != CensusAction::kIdleRecord) continue;
-        RawSampleHeader hdr{};
-        hdr.timestamp_ns = in.now_ns;
-        hdr.weight_ns = d.weight_ns;
-        hdr.native_tid = ctx->native_tid_;
-        hdr.thread_serial = serial;
-        hdr.flags = kSampleIdle;
-        if (write_foreign_record(ctx, hdr, nullptr)) {
-            idle_.fetch_add(1, std::memory_order_relaxed);
-            capture_count_idle();
-        } else {
-            idle_dropped_.fetch_add(1, std::memory_order_relaxed);
-        }
+        if (d.action == CensusAction::kIdleRecord) write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle);
     }
+}
+
+bool WallSampler::write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags) {
+    RawSampleHeader hdr{};
+    hdr.timestamp_ns = now_ns;
+    hdr.weight_ns = weight_ns;
+    hdr.native_tid = ctx->native_tid_;
+    hdr.thread_serial = ctx->serial_;
+    hdr.flags = flags;
+    if (!write_foreign_record(ctx, hdr, nullptr)) {
+        idle_dropped_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    idle_.fetch_add(1, std::memory_order_relaxed);
+    capture_count_idle();
+    return true;
+}
+
+bool WallSampler::walk_outside(ThreadCtx* ctx, uint64_t cpu_before_ns, uint64_t now_ns, uint64_t weight_ns,
+                               uint32_t flags) {
+    OutsideReader& reader = *reader_;
+    reader.reset();
+    RawFrame* const frames = frames_.get();
+    const WalkResult w = walk_python_stack(reader, reinterpret_cast<uintptr_t>(ctx->tstate_), frames, kMaxPythonFrames);
+    // The thread did not run while we read (its CPU clock, in nanoseconds, did not move), so
+    // nothing it owns changed under the walk and every code object it names was alive.
+    uint64_t cpu_after = 0;
+    if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu_after) || cpu_after != cpu_before_ns) {
+        walks_lost_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    RawSampleHeader hdr{};
+    hdr.timestamp_ns = now_ns;
+    hdr.weight_ns = weight_ns;
+    hdr.native_tid = ctx->native_tid_;
+    hdr.thread_serial = ctx->serial_;
+    hdr.flags = flags | (w.truncated || w.error ? kSampleTruncated : 0u);
+    hdr.depth = static_cast<uint16_t>(w.depth);
+    if (!write_foreign_record(ctx, hdr, frames)) {
+        idle_dropped_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    walks_.fetch_add(1, std::memory_order_relaxed);
+    capture_count_idle();
+    return true;
 }
 
 }  // namespace spprof

@@ -5,10 +5,13 @@
 // (no wake-up of ours per sample). Every max(interval, 10 ms), to absolute deadlines (no
 // drift; censuses missed under load are skipped, not replayed), the census reads each
 // attached thread's CPU clock and accounts for the time it spent off CPU (wall_census.h): a
-// blocked thread is NOT signalled (no EINTR in the application) once its blocking stack is
-// known; the census writes an idle record into its ring, and the drain gives that record the
-// thread's last stack. A thread is signalled (platform_signal_thread) only to learn where it
-// blocked, or for off-CPU time it spent runnable.
+// blocked thread is never signalled (a signal makes the blocking call it sits in fail with
+// EINTR). While its CPU clock stands still its stack cannot change: the census writes an idle
+// record into its ring and the drain gives it the thread's last stack. When the clock moved,
+// or for time it spent runnable, the census reads the thread's Python stack from outside
+// (walk_outside: reads that cannot fault, through platform_safe_read) and trusts the walk
+// only if the thread's CPU clock did not move during it. Only a thread whose CPU timer was
+// refused is signalled (platform_signal_thread): nothing else samples its CPU time.
 //
 // Threads: start()/stop() from the session (GIL held); everything else on the sampler thread,
 // which never touches Python. It reads the ThreadTable lock-free; ThreadCtx objects outlive
@@ -19,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "error.h"
@@ -53,22 +57,35 @@ public:
     uint64_t idle_records() const { return idle_.load(std::memory_order_relaxed); }
     uint64_t idle_dropped() const { return idle_dropped_.load(std::memory_order_relaxed); }
     uint64_t state_probes() const { return probes_.load(std::memory_order_relaxed); }
+    uint64_t walks() const { return walks_.load(std::memory_order_relaxed); }
+    uint64_t walks_lost() const { return walks_lost_.load(std::memory_order_relaxed); }
 
 private:
+    struct OutsideReader;  // wall_sampler.cpp: a CachedReader over platform_safe_read
     static void* thread_main(void* arg);
     void tick();
+    // Sampler thread: reads ctx's Python stack from outside and writes it into its ring as a
+    // sample of `weight_ns` flagged `flags`. False when the walk cannot be trusted (the thread
+    // ran during it, or has ended) or the record could not be written.
+    bool walk_outside(ThreadCtx* ctx, uint64_t cpu_before_ns, uint64_t now_ns, uint64_t weight_ns,
+                      uint32_t flags);
+    // Sampler thread: a record with no frames (the drain gives it the thread's last stack).
+    bool write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags);
 
     ThreadTable* const table_;
     const uint64_t census_ns_;
     const uint64_t run_threshold_ns_;  // CPU progress that counts as having run
     std::atomic<uint64_t> sample_interval_ns_;  // what one sample stands for
     std::vector<CensusSlot> slots_;  // sampler thread only
+    std::unique_ptr<OutsideReader> reader_;    // allocated once, in the constructor
+    std::unique_ptr<struct RawFrame[]> frames_;  // walk_outside's scratch
     pthread_t thread_{};
     bool started_ = false;
     std::atomic<bool> running_{false};
     std::atomic<uint32_t> stride_{1};
     uint64_t tick_index_ = 0;  // sampler thread only
-    std::atomic<uint64_t> ticks_{0}, missed_{0}, signals_{0}, idle_{0}, idle_dropped_{0}, probes_{0};
+    std::atomic<uint64_t> ticks_{0}, missed_{0}, signals_{0}, idle_{0}, idle_dropped_{0}, probes_{0},
+        walks_{0}, walks_lost_{0};
 };
 
 // Sampler thread (or a registering thread, GIL held): writes a record into ctx's ring without
