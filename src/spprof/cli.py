@@ -281,7 +281,8 @@ def record(argv: list[str]) -> int:
     try:
         written = write(profile, out, fmt)
     except OSError as exc:
-        print(f"spprof: error: could not write the profile to {out}: {exc}", file=sys.stderr)
+        # The OSError names the output path (output.write says so), not a temporary file.
+        print(f"spprof: error: could not write the profile: {exc}", file=sys.stderr)
         return exit_code or 1
     if not opts.quiet:
         print(summary(profile, top=max(1, opts.top), output=str(written), fmt=fmt), file=sys.stderr)

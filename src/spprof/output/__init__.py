@@ -1,16 +1,20 @@
 """Output formats. Each writer is a pure function from a Profile to bytes; none imports _ext.
 
-`write` renders first and then replaces the target atomically, so a failed or interrupted
-write never leaves a half-written profile behind.
+`write` renders first and then replaces a regular target atomically (temporary file, then
+rename), so a failed or interrupted write never leaves a half-written profile behind; devices,
+FIFOs, /proc files and symlinks are written through, never replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import tempfile
+import secrets
+import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from . import chrome, collapsed, html, pprof, speedscope, spprof_format
 
@@ -56,37 +60,170 @@ def guess_format(path: PathLike) -> str:
     return "speedscope"
 
 
-def check_writable(path: PathLike) -> Path:
-    """Raise OSError now if `path` cannot be written later (missing or read-only directory)."""
+# Pseudo-filesystems whose files cannot be renamed over, and whose links (/dev/stdout ->
+# /proc/self/fd/1) name open descriptors, not paths: written through, never replaced.
+_PSEUDO_DIRS = ("/proc", "/sys", "/dev/fd")
+# Linux's own limit on the links followed in one path lookup.
+_MAX_LINKS = 40
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where `write` puts a profile and how (see `_target`)."""
+
+    path: Path  # the user's path with ~ expanded: what messages name
+    real: str  # the file written: `path`, or the file its symlink points at
+    kind: str  # "replace" (temp file + rename), "device" or "fifo" (opened and written into)
+    mode: Optional[int]  # an existing regular file's permission bits, kept by the replacement
+
+
+def _in_pseudo_dir(path: str) -> bool:
+    """Whether looking up `path` passes through /proc, /sys or /dev/fd (following its links)."""
+    p = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        parent = os.path.realpath(os.path.dirname(p))
+        if any(parent == d or parent.startswith(d + "/") for d in _PSEUDO_DIRS):
+            return True
+        p = os.path.join(parent, os.path.basename(p))
+        if not os.path.islink(p):
+            return False
+        p = os.path.join(parent, os.readlink(p))
+    return False
+
+
+def _target(path: PathLike) -> _Target:
     p = Path(os.fspath(path)).expanduser()
-    if p.is_dir():
-        raise IsADirectoryError(21, f"output path is a directory: {p}")
-    parent = p.parent if str(p.parent) else Path(".")
-    if parent.exists() and not parent.is_dir():
-        raise NotADirectoryError(20, f"output path is under a file, not a directory: {parent}")
-    if not parent.is_dir():
-        raise FileNotFoundError(2, f"output directory does not exist: {parent}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise PermissionError(13, f"output directory is not writable: {parent}")
-    if p.exists() and not os.access(p, os.W_OK):
-        raise PermissionError(13, f"output file is not writable: {p}")
-    return p
+    name = str(p)
+    try:
+        st: Optional[os.stat_result] = os.stat(name)
+    except FileNotFoundError:
+        st = None  # a new file, or a symlink to one
+    except NotADirectoryError as exc:
+        raise NotADirectoryError(
+            exc.errno, f"output path {p}: a parent of it is a file, not a directory"
+        ) from None
+    except OSError as exc:
+        raise OSError(exc.errno, f"output path {p}: {exc.strerror}") from None
+    if st is None:
+        return _Target(p, os.path.realpath(name), "replace", None)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, f"output path {p}: is a directory")
+    if stat.S_ISFIFO(st.st_mode):
+        return _Target(p, name, "fifo", None)
+    if not stat.S_ISREG(st.st_mode) or _in_pseudo_dir(name):
+        return _Target(p, name, "device", None)
+    return _Target(p, os.path.realpath(name), "replace", stat.S_IMODE(st.st_mode) & 0o777)
+
+
+def _create_temp(real: str) -> tuple[int, str]:
+    """Create an empty temporary file beside `real`; return its descriptor and name.
+
+    Mode 0o666 lets the kernel apply the umask (or the directory's default ACL) as it does to
+    any new file; mkstemp's fixed 0o600 made every profile private.
+    """
+    directory, name = os.path.split(real)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name[:200]}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary file name in {directory}")
+
+
+def _probe(t: _Target) -> None:
+    """Raise OSError naming t.path unless `write` could write there; leave nothing behind."""
+    if t.kind == "fifo":
+        # Opening a FIFO blocks until a reader comes (or fails at once with O_NONBLOCK), so
+        # only its permission bits can be checked; root passes whatever they say.
+        if not os.access(t.real, os.W_OK):
+            raise PermissionError(errno.EACCES, f"output path {t.path}: the FIFO is not writable")
+        return
+    if t.kind == "device":
+        try:
+            os.close(os.open(t.real, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY))
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"output path {t.path}: cannot be opened for writing: {exc.strerror}"
+            ) from None
+        return
+    parent = os.path.dirname(t.real) or "."
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(
+            errno.ENOENT, f"output path {t.path}: directory {parent} does not exist"
+        )
+    if t.mode is not None and not os.access(t.real, os.W_OK):
+        raise PermissionError(errno.EACCES, f"output path {t.path}: the file is not writable")
+    try:
+        fd, tmp = _create_temp(t.real)
+    except OSError as exc:
+        why = "is not writable" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else ""
+        raise OSError(
+            exc.errno,
+            f"output path {t.path}: directory {parent} {why or 'does not take new files'}"
+            f" ({exc.strerror})",
+        ) from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def check_writable(path: PathLike) -> Path:
+    """Raise OSError now, naming `path`, if a profile could not be written there later.
+
+    Checks what `write` will do: for a regular or new file, a probe file is created and
+    removed in the directory that will hold the temporary file; a device or /proc file is
+    opened for writing and closed; a FIFO is checked by its permission bits only.
+    Returns `path` with ~ expanded.
+    """
+    t = _target(path)
+    _probe(t)
+    return t.path
 
 
 def render(profile: Profile, fmt: str) -> bytes:
     return FORMATS[check_format(fmt)][0](profile)
 
 
-def write(profile: Profile, path: PathLike, fmt: str) -> Path:
-    data = render(profile, fmt)
-    target = check_writable(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
+def _replace(real: str, data: bytes, mode: Optional[int]) -> None:
+    fd, tmp = _create_temp(real)
     try:
         with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                # Best effort: a filesystem without permission bits (FAT) refuses, harmlessly.
+                with contextlib.suppress(OSError):
+                    os.fchmod(f.fileno(), mode)
             f.write(data)
-        os.replace(tmp, target)
+        os.replace(tmp, real)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return target
+
+
+def _write_through(real: str, data: bytes) -> None:
+    # No O_CREAT: the node exists (checked); it is written into, never replaced. A FIFO's
+    # open waits for a reader, as `echo > fifo` does.
+    with os.fdopen(os.open(real, os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY), "wb") as f:
+        f.write(data)
+
+
+def write(profile: Profile, path: PathLike, fmt: str) -> Path:
+    """Write `profile` to `path` in `fmt`; return `path` with ~ expanded.
+
+    A regular or new file (or one a symlink points at) is replaced atomically: a temporary
+    file beside it, then a rename. A new file gets the umask's mode, as `open(path, "w")`
+    would give it; an existing one keeps its permission bits. Devices, FIFOs, sockets and
+    files under /proc, /sys and /dev/fd are opened and written into. Errors are OSError
+    naming `path`, never the temporary file.
+    """
+    data = render(profile, fmt)
+    t = _target(path)
+    _probe(t)
+    try:
+        if t.kind == "replace":
+            _replace(t.real, data, t.mode)
+        else:
+            _write_through(t.real, data)
+    except OSError as exc:
+        raise OSError(exc.errno, f"output path {t.path}: {exc.strerror or exc}") from exc
+    return t.path
