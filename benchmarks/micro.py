@@ -5,6 +5,7 @@
     python -m benchmarks.micro stop SAMPLES THREADS
     python -m benchmarks.micro rss SECONDS
     python -m benchmarks.micro threads MODE RATE_HZ SECONDS SLEEPERS
+    python -m benchmarks.micro churn COUNT MODE           # MODE: off, cpu, wall
 
 Each prints one JSON line. The runner derives the figures (docs/performance.md says how):
 
@@ -18,6 +19,9 @@ Each prints one JSON line. The runner derives the figures (docs/performance.md s
 - stop: wall mode at 1 kHz with THREADS sleeping threads until SAMPLES samples are captured,
   then the latency of `spprof.stop()`.
 - rss: a CPU-mode 1 kHz session of SECONDS over 48 recurring stacks; RSS over time.
+- churn: a thread-per-request server: COUNT short threads started and joined one after
+  another; RSS before and after (the runner compares with MODE off, run the same way), the
+  time per thread, and the session's thread counters.
 - threads: one thread burning SECONDS of CPU next to SLEEPERS sleeping threads, profiled in
   MODE at RATE_HZ: the CPU time of the profiler's own threads (wall census, drain), from
   /proc/self/task/TID/schedstat, and the signals the busy thread took.
@@ -247,6 +251,46 @@ def rss(seconds: float) -> dict:
     }
 
 
+# -- thread churn -----------------------------------------------------------------------------
+
+
+def _request() -> None:
+    pass
+
+
+def churn(count: int, mode: str) -> dict:
+    # Warm-up outside the measurement: the first threads grow the allocator's and the
+    # interpreter's pools whatever the profiler does.
+    for _ in range(200):
+        t = threading.Thread(target=_request)
+        t.start()
+        t.join()
+    if mode != "off":
+        spprof.start(interval_ms=10, mode=mode)
+    rss0 = _rss_bytes()
+    t0 = time.perf_counter()
+    for _ in range(count):
+        t = threading.Thread(target=_request)
+        t.start()
+        t.join()
+    elapsed = time.perf_counter() - t0
+    rss1 = _rss_bytes()
+    st = spprof.stats() if mode != "off" else {}
+    if mode != "off":
+        spprof.stop()
+    return {
+        "count": count,
+        "mode": mode,
+        "rss_before": rss0,
+        "rss_after": rss1,
+        "us_per_thread": elapsed / count * 1e6,
+        "threads_seen": st.get("threads_seen", 0),
+        "threads_alive_max": st.get("threads_alive_max", 0),
+        "thread_memory_bytes": st.get("thread_memory_bytes", 0),
+        "memory_bytes": st.get("memory_bytes", 0),
+    }
+
+
 def main(argv: list) -> int:
     what = argv[0]
     if what == "handler":
@@ -257,6 +301,8 @@ def main(argv: list) -> int:
         out = stop_latency(int(argv[1]), int(argv[2]))
     elif what == "rss":
         out = rss(float(argv[1]))
+    elif what == "churn":
+        out = churn(int(argv[1]), argv[2])
     elif what == "threads":
         out = profiler_threads(argv[1], int(argv[2]), float(argv[3]), int(argv[4]))
     else:

@@ -302,6 +302,20 @@ def stop_latency(samples: int, threads: int, log) -> dict:
     return res
 
 
+def thread_churn(count: int, log) -> dict:
+    out = {}
+    for mode in ("off", "cpu", "wall"):
+        cmd = _child_cmd("benchmarks.micro", "churn", count, mode)
+        res = _run_json(cmd, timeout=TIMEOUT_S + count / 500)
+        res["rss_growth"] = res["rss_after"] - res["rss_before"]
+        out[mode] = res
+        log(
+            f"churn {count} threads, {mode}: RSS +{res['rss_growth'] / 1e6:.1f} MB, "
+            f"{res['us_per_thread']:.0f} us per thread"
+        )
+    return out
+
+
 def rss_growth(seconds: float, log) -> dict:
     res = _run_json(_child_cmd("benchmarks.micro", "rss", seconds), timeout=seconds + TIMEOUT_S)
     log(
@@ -499,6 +513,20 @@ def markdown(report: dict) -> str:
                 f"stored ({st['threads']} threads, wall mode 1 kHz); materialising "
                 f"Profile.samples afterwards: {st['materialise_samples_s']:.1f} s"
             )
+        ch = mic.get("churn")
+        if ch:
+            off = ch["off"]
+            for mode in ("cpu", "wall"):
+                r = ch[mode]
+                lines.append(
+                    f"- {r['count']:,} short threads one after another, {mode} mode: RSS "
+                    f"+{r['rss_growth'] / 1e6:.1f} MB "
+                    f"(unprofiled +{off['rss_growth'] / 1e6:.1f} MB), "
+                    f"{r['us_per_thread']:.0f} us per thread "
+                    f"(unprofiled {off['us_per_thread']:.0f}), "
+                    f"{r['threads_seen']:,} threads seen, at most {r['threads_alive_max']} alive, "
+                    f"per-thread memory {r['thread_memory_bytes'] / 1e6:.1f} MB"
+                )
         rs = mic.get("rss")
         if rs:
             lines.append(
@@ -587,6 +615,7 @@ def main(argv: Optional[list] = None) -> int:
         micro["threads"] = profiler_threads_cost(0.5 if args.smoke else 4.0, 4, log)
         micro["stop"] = stop_latency(2000 if args.smoke else 100_000, 10 if args.smoke else 60, log)
         micro["rss"] = rss_growth(2.0 if args.smoke else args.rss_seconds, log)
+        micro["churn"] = thread_churn(2000 if args.smoke else 100_000, log)
         report["micro"] = micro
     report["loadavg_end"] = os.getloadavg()
     text = markdown(report)

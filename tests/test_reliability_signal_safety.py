@@ -1,4 +1,4 @@
-"""The SIGPROF handler provably does not allocate, lock, or call the Python API.
+"""The sampling signal handler provably does not allocate, lock, or call the Python API.
 
 An LD_PRELOAD shim (tests/native_shim/sigshim.c, compiled here with gcc) wraps sigaction() so
 that every SIGPROF handler runs behind a trampoline raising a per-thread flag, and interposes
@@ -285,7 +285,15 @@ def test_fault_recovery_never_allocates_locks_or_calls_the_python_api(shim, tmp_
     env = {
         "LD_PRELOAD": str(so),
         "SIGSHIM_REPORT": str(report),
-        "SIGSHIM_SIGNALS": f"{int(signal.SIGPROF)},{int(signal.SIGSEGV)},{int(signal.SIGBUS)}",
+        "SIGSHIM_SIGNALS": ",".join(
+            str(int(s))
+            for s in [
+                signal.SIGPROF,
+                signal.SIGSEGV,
+                signal.SIGBUS,
+                *range(signal.SIGRTMIN, signal.SIGRTMAX + 1),
+            ]
+        ),
     }
     proc = run_python("-c", code, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.mark.parametrize(
-    ("timer", "handler"), [("auto", "python"), ("auto", "none"), ("itimer", "none")]
-)
+@pytest.mark.parametrize(("timer", "handler"), [("auto", "python"), ("itimer", "none")])
 def test_kill_prof_from_another_process_while_sampling(timer, handler):
+    # Per-thread timers use a real-time signal: SIGPROF is the program's alone, its handler
+    # gets every one. The itimer fallback owns SIGPROF: a foreign one is counted, never a
+    # sample. (With no handler at all and per-thread timers, SIGPROF kills the program as it
+    # would without spprof: test_signal_sharing.py.)
     n = scale(300, 3000)
     _, r = run_workload("rel_signals.py", "foreign", n, timer, handler, timeout=120)
     figure(
@@ -36,9 +38,14 @@ def test_kill_prof_from_another_process_while_sampling(timer, handler):
     )
     assert r["sender_rc"] == 0
     # standard signals merge while pending, so some of the n may arrive as one
-    assert 0.5 * n <= r["foreign"] <= n, r
+    if timer == "auto":
+        assert r["foreign"] == 0, r  # never reached spprof's handler
+        # Python runs its handler once per trip of its flag: signals arriving meanwhile merge
+        assert 1 <= r["python_handler_calls"] <= n, r
+        assert r["handler_after"].startswith("<function")
+    else:
+        assert 0.5 * n <= r["foreign"] <= n, r
     if handler == "python":
-        assert r["python_handler_calls"] >= 1  # chained to the application's handler
         assert r["handler_after"].startswith("<function")
     else:
         assert r["python_handler_calls"] == 0

@@ -9,6 +9,10 @@ if TYPE_CHECKING:
     from ._model import Profile
 
 
+# Thread rows in the summary: the busiest; the rest are one line.
+THREAD_ROWS = 12
+
+
 def _short_path(path: str, width: int) -> str:
     try:
         rel = os.path.relpath(path)
@@ -46,13 +50,32 @@ def summary(profile: Profile, top: int = 10, output: str = "", fmt: str = "") ->
         f"{'GIL%':>6} {'IDLE%':>6}"
     )
     duration = profile.duration_ns or 1
-    for t in sorted(profile.threads, key=lambda t: t.weight_ns, reverse=True):
+    ranked_threads = sorted(profile.threads, key=lambda t: t.weight_ns, reverse=True)
+    for t in ranked_threads[:THREAD_ROWS]:
         name = t.name if len(t.name) <= 22 else t.name[:19] + "..."
         cpu_pct = 100.0 * t.cpu_ns / duration
         gil = "-" if t.gil_fraction is None else f"{100.0 * t.gil_fraction:.1f}%"
         lines.append(
             f"  {name:<22} {t.native_thread_id:>7} {t.samples:>7} "
             f"{_seconds(t.cpu_ns):>8} {cpu_pct:>5.1f}% {gil:>6} {100.0 * t.idle_fraction:>5.1f}%"
+        )
+    rest = ranked_threads[THREAD_ROWS:]
+    if rest:
+        lines.append(
+            f"  ... and {len(rest):,} more threads, {_seconds(sum(t.weight_ns for t in rest))} "
+            f"sampled, {_seconds(sum(t.cpu_ns for t in rest))} CPU"
+        )
+    unsampled = profile.stats.get("threads_unsampled", 0)
+    if unsampled:
+        cpu = profile.stats.get("threads_unsampled_cpu_ns", 0)
+        lines.append(
+            f"  ({unsampled:,} threads ended without a sample, {_seconds(cpu)} CPU: not listed)"
+        )
+    refused = profile.stats.get("threads_refused", 0)
+    if refused:
+        lines.append(
+            f"  warning: {refused:,} threads were not sampled: more than "
+            f"{profile.stats.get('threads_alive_limit', '?')} alive at once"
         )
 
     funcs = profile.aggregate()

@@ -2,7 +2,7 @@
  *
  * Built by tests/test_reliability_signal_safety.py with gcc into a temporary directory and
  * preloaded into a workload. It
- *   - wraps sigaction(): every handler registered for a watched signal (SIGPROF by default;
+ *   - wraps sigaction(): every handler registered for a watched signal (SIGPROF and the real-time signals by default;
  *     SIGSHIM_SIGNALS="27,14" for others) is installed behind a trampoline that raises a
  *     per-thread depth counter for the duration of the real handler. Callers of sigaction()
  *     still see their own handler as the "old action", so restore logic that compares
@@ -249,7 +249,12 @@ __attribute__((constructor(101))) static void shim_init(void) {
     real_dl_iterate_phdr = next_symbol("dl_iterate_phdr");
     real_dladdr = next_symbol("dladdr");
     const char* sigs = getenv("SIGSHIM_SIGNALS");
-    if (sigs == NULL || *sigs == '\0') sigs = "27"; /* SIGPROF on Linux */
+    if (sigs == NULL || *sigs == '\0') {
+        /* spprof's sampling signals: a real-time one for the per-thread timers, SIGPROF for
+           the itimer fallback. */
+        sigs = "27";
+        for (int s = SIGRTMIN; s <= SIGRTMAX && s < NSIG; ++s) g_watched[s] = 1;
+    }
     for (const char* p = sigs; *p;) {
         char* end;
         long s = strtol(p, &end, 10);

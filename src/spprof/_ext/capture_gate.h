@@ -46,7 +46,8 @@ public:
         return true;
     }
 
-    // For tests: captures inside right now.
+    // Captures inside right now (tests; the ThreadTable's reclaimer: 0 means every capture that
+    // loaded a pointer unpublished before this load has left).
     int in_flight() const { return in_flight_.load(std::memory_order_seq_cst); }
 
 private:

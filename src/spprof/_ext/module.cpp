@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <csignal>
 #include <cstring>
 #include <memory>
 
@@ -25,6 +26,16 @@ struct ModuleState {
     Session* session;      // the running session, or nullptr
     PyObject* last_stats;  // stats() of the last stopped session
 };
+
+// How stats() names the signal samples arrive on: "SIGRTMIN+30", "SIGPROF", or "none".
+PyObject* signal_name(int signo) {
+    if (signo == 0) return PyUnicode_FromString("none");
+#if defined(SIGRTMIN)
+    if (signo >= SIGRTMIN && signo <= SIGRTMAX) return PyUnicode_FromFormat("SIGRTMIN+%d", signo - SIGRTMIN);
+#endif
+    if (signo == SIGPROF) return PyUnicode_FromString("SIGPROF");
+    return PyUnicode_FromFormat("signal %d", signo);
+}
 
 ModuleState* state_of(PyObject* module) { return static_cast<ModuleState*>(PyModule_GetState(module)); }
 
@@ -87,8 +98,15 @@ PyObject* build_stats(const Session* s) {
               put(d, "frame_layout", PyUnicode_FromString(PyLayout::kName));
     if (ok && s != nullptr) {
         const SessionCounters& c = s->counters();
-        ok = put(d, "threads_seen", PyLong_FromSize_t(s->threads().size())) &&
+        ok = put(d, "threads_seen", PyLong_FromUnsignedLongLong(c.threads_registered)) &&
              put(d, "threads_ended", PyLong_FromUnsignedLongLong(c.threads_ended)) &&
+             put(d, "sampling_signal", signal_name(s->sampling_signal())) &&
+             put(d, "threads_unsampled", PyLong_FromUnsignedLongLong(c.threads_unsampled)) &&
+             put(d, "threads_unsampled_cpu_ns", PyLong_FromUnsignedLongLong(c.threads_unsampled_cpu_ns)) &&
+             put(d, "threads_refused", PyLong_FromUnsignedLongLong(c.threads_refused)) &&
+             put(d, "threads_alive_max", PyLong_FromUnsignedLongLong(c.threads_alive_max)) &&
+             put(d, "threads_alive_limit", PyLong_FromUnsignedLong(ThreadTable::kMaxThreads)) &&
+             put(d, "thread_memory_bytes", PyLong_FromSize_t(s->thread_memory_bytes())) &&
              put(d, "handler_retaken", PyLong_FromUnsignedLongLong(c.handler_retaken)) &&
              put(d, "off_cpu_skipped", PyLong_FromUnsignedLongLong(c.off_cpu_skipped)) &&
              put(d, "threads_found_by_scan", PyLong_FromUnsignedLongLong(c.threads_discovered_by_scan)) &&
@@ -187,14 +205,29 @@ PyObject* export_profile(const Session* s, PyObject* stats) {
         Py_DECREF(stacks);
         return nullptr;
     }
-    st.copy_samples(reinterpret_cast<SampleRow*>(PyBytes_AS_STRING(samples)));
+    auto* rows = reinterpret_cast<SampleRow*>(PyBytes_AS_STRING(samples));
+    st.copy_samples(rows);
+    // Record ids of threads that ended unsampled were freed (and maybe never reused): the
+    // profile's thread list has no gaps, so the rows are renumbered.
+    const std::vector<ThreadRecord>& recs = s->threads();
+    std::vector<uint32_t> index(recs.size(), 0);
+    uint32_t kept = 0;
+    for (size_t i = 0; i < recs.size(); ++i)
+        if (!recs[i].free) index[i] = kept++;
+    if (kept != recs.size()) {
+        for (size_t k = 0; k < st.sample_count(); ++k) {
+            const uint32_t id = rows[k].thread_and_flags & kSerialMask;
+            rows[k].thread_and_flags = (rows[k].thread_and_flags & ~kSerialMask) | (id < index.size() ? index[id] : 0);
+        }
+    }
     PyObject* threads = PyList_New(0);
     PyObject* result = PyDict_New();
     bool ok = threads != nullptr && result != nullptr;
-    for (size_t i = 0; ok && i < s->threads().size(); ++i) {
-        const ThreadRecord& r = s->threads()[i];
+    for (size_t i = 0; ok && i < recs.size(); ++i) {
+        const ThreadRecord& r = recs[i];
+        if (r.free) continue;
         const uint64_t cpu = r.cpu_last_ns >= r.cpu_start_ns ? r.cpu_last_ns - r.cpu_start_ns : 0;
-        PyObject* t = Py_BuildValue("{s:n,s:k,s:K,s:s#,s:K,s:K,s:K}", "serial", static_cast<Py_ssize_t>(i),
+        PyObject* t = Py_BuildValue("{s:n,s:k,s:K,s:s#,s:K,s:K,s:K}", "serial", static_cast<Py_ssize_t>(index[i]),
                                     "ident", r.ident, "native_id", static_cast<unsigned long long>(r.native_tid),
                                     "name", r.name.data(), static_cast<Py_ssize_t>(r.name.size()), "cpu_ns",
                                     static_cast<unsigned long long>(cpu), "registered_ns",

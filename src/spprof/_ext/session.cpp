@@ -19,6 +19,7 @@ namespace spprof {
 namespace {
 
 constexpr uint32_t kNoStack = 0xFFFFFFFFu;  // last_stack_ entry of a thread with none yet
+constexpr uint32_t kNoRecord = 0xFFFFFFFFu;  // slot_record_ entry of a free slot
 // Drain periods a pass may be put off while no ring is over a quarter full (250 ms at 50 ms).
 constexpr uint32_t kMaxIdlePeriods = 5;
 
@@ -149,11 +150,12 @@ Error Session::start() {
     scan_threads();
     PlatformStats ps;
     platform_get_stats(&ps);
-    if (table_.size() == 0 || (std::strcmp(ps.timer, "per-thread") == 0 && ps.timers_active == 0)) {
+    if (table_.live() == 0 || (std::strcmp(ps.timer, "per-thread") == 0 && ps.timers_active == 0)) {
         stop();
         return Error::runtime("no thread could be sampled (per-thread timers refused and no fallback)");
     }
     timer_name_ = ps.timer;
+    sampling_signal_ = platform_sampling_signal();
     budget_.effective_interval_ns = config_.interval_ns;
     if (config_.max_overhead_pct > 0) {
         budget_.signal_cost_ns = platform_calibrate_signal_ns(200);
@@ -173,7 +175,7 @@ Error Session::start() {
     }
     start_drain_thread();
     log_debug("session started: interval %llu ns, timer %s, %zu threads",
-              static_cast<unsigned long long>(config_.interval_ns), ps.timer, table_.size());
+              static_cast<unsigned long long>(config_.interval_ns), ps.timer, table_.live());
     return Error::none();
 }
 
@@ -194,11 +196,13 @@ Error Session::stop() {
     PlatformStats ps;
     platform_get_stats(&ps);
     timer_name_ = ps.timer;  // a fallback may have happened after start()
-    for (size_t i = 0; i < table_.size(); ++i) platform_thread_detach(table_.at(i));
+    if (platform_sampling_signal() != 0) sampling_signal_ = platform_sampling_signal();
+    for (size_t i = 0; i < table_.slot_count(); ++i)
+        if (ThreadCtx* ctx = table_.at(i)) platform_thread_detach(ctx);
     platform_timer_destroy();
     platform_fault_guard_remove();  // no capture runs any more (capture_disable_and_wait)
-    for (size_t i = 0; i < table_.size(); ++i)
-        table_.at(i)->state_.store(ThreadState::kDetached, std::memory_order_release);
+    for (size_t i = 0; i < table_.slot_count(); ++i)
+        if (ThreadCtx* ctx = table_.at(i)) ctx->state_.store(ThreadState::kDetached, std::memory_order_release);
     if (config_.native) platform_set_native_unwinding(false);
     end_ns_ = platform_monotonic_ns();
     refresh_cpu_all();
@@ -218,7 +222,7 @@ Error Session::stop() {
               static_cast<unsigned long long>(cs.captured),
               static_cast<unsigned long long>(cs.dropped_full + cs.dropped_busy + counters_.dropped_memory),
               static_cast<unsigned long long>(cs.dropped_full), static_cast<unsigned long long>(cs.dropped_busy),
-              static_cast<unsigned long long>(counters_.dropped_memory), table_.size(),
+              static_cast<unsigned long long>(counters_.dropped_memory), static_cast<size_t>(counters_.threads_registered),
               store_.stack_count(), store_.sample_count(), resolver_.code_count());
     return Error::none();
 }
@@ -229,29 +233,70 @@ void Session::abandon_after_fork() {
     drain_started_ = false;
 }
 
+uint32_t Session::new_record() {
+    if (!free_records_.empty()) {
+        const uint32_t id = free_records_.back();
+        free_records_.pop_back();
+        records_[id] = ThreadRecord{};
+        return id;
+    }
+    if (records_.size() > kSerialMask) return kNoRecord;  // the sample row's field is full
+    records_.emplace_back();
+    return static_cast<uint32_t>(records_.size() - 1);
+}
+
 ThreadCtx* Session::register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid) {
-    const uint32_t serial = table_.next_serial();
-    if (serial > kSerialMask) return nullptr;
-    auto ctx = std::make_unique<ThreadCtx>(serial, reinterpret_cast<struct _ts*>(ts), tid, ident,
-                                           config_.ring_bytes);
+    // A thread the table cannot hold (kMaxThreads alive at once, or 16M sampled threads in
+    // one session) is counted once and left unsampled; the scan tries it again each pass.
+    const uint32_t slot = table_.take_slot();
+    const uint32_t id = slot == ThreadTable::kNoSlot ? kNoRecord : new_record();
+    if (id == kNoRecord) {
+        if (slot != ThreadTable::kNoSlot) table_.give_back(slot);
+        auto r = refused_.emplace(ts, tid);
+        if (r.second || r.first->second != tid) {
+            r.first->second = tid;
+            ++counters_.threads_refused;
+            log_debug("thread %llu not sampled: %zu threads alive, the most one session holds at once",
+                      static_cast<unsigned long long>(tid), table_.live());
+        }
+        return nullptr;
+    }
+    std::unique_ptr<RingBuffer> ring;
+    if (!ring_pool_.empty()) {
+        ring = std::move(ring_pool_.back());
+        ring_pool_.pop_back();
+    } else {
+        ring.reset(new RingBuffer(config_.ring_bytes));
+        ++rings_owned_;
+    }
+    auto ctx = std::make_unique<ThreadCtx>(slot, next_generation_++, reinterpret_cast<struct _ts*>(ts), tid,
+                                           ident, std::move(ring));
     if (config_.native) platform_thread_stack_bounds(ident, &ctx->stack_lo_, &ctx->stack_hi_);
-    ThreadCtx* raw = table_.add(std::move(ctx));
-    if (raw == nullptr) return nullptr;
-    ThreadRecord rec;
+    if (slot_record_.size() <= slot) slot_record_.resize(slot + 1, kNoRecord);
+    if (last_stack_.size() <= slot) last_stack_.resize(slot + 1, kNoStack);
+    last_stack_[slot] = kNoStack;
+    slot_record_[slot] = id;
+    ThreadRecord& rec = records_[id];
     rec.ident = ident;
     rec.native_tid = tid;
     rec.tstate = ts;
+    rec.slot = slot;
     rec.registered_ns = platform_monotonic_ns();
-    rec.cpu_read_at_ns = platform_monotonic_ns();
+    rec.cpu_read_at_ns = rec.registered_ns;
     platform_thread_cpu_ns_of(tid, ident, &rec.cpu_start_ns);
     rec.cpu_last_ns = rec.cpu_start_ns;
-    raw->last_cpu_ns_.store(rec.cpu_start_ns, std::memory_order_relaxed);
+    ctx->last_cpu_ns_.store(rec.cpu_start_ns, std::memory_order_relaxed);
     rec.name = os_thread_name(tid);
     name_from_threading(rec);
-    records_.push_back(std::move(rec));
-    live_by_tstate_[ts] = serial;
+    name_bytes_ += rec.name.capacity();
+    ThreadCtx* raw = table_.add(std::move(ctx));
+    live_by_tstate_[ts] = slot;
+    refused_.erase(ts);
+    ++counters_.threads_registered;
+    if (table_.live() > counters_.threads_alive_max) counters_.threads_alive_max = table_.live();
     Error e = platform_thread_attach(raw);
     if (!e.ok()) ++counters_.attach_failures;
+    rec.cpu_timer = raw->cpu_timer_armed_.load(std::memory_order_acquire);
     if (config_.wall_mode) {
         if (ts == PyThreadState_Get()) {
             raw->needs_first_sample_.store(true, std::memory_order_release);  // it is running
@@ -259,7 +304,7 @@ ThreadCtx* Session::register_thread(PyThreadState* ts, unsigned long ident, uint
             record_initial_stack(raw, ts);  // not running Python while we hold the GIL
         }
     }
-    log_debug("thread registered: serial %u ident %lu tid %llu%s", serial, ident,
+    log_debug("thread registered: slot %u record %u ident %lu tid %llu%s", slot, id, ident,
               static_cast<unsigned long long>(tid), e.ok() ? "" : " (not armed)");
     return raw;
 }
@@ -270,17 +315,20 @@ Error Session::register_current_thread() {
     if (ts == drain_tstate_) return Error::none();
     const uint64_t tid = platform_current_tid();
     auto it = live_by_tstate_.find(ts);
-    if (it != live_by_tstate_.end() && same_thread(records_[it->second], ts, tid)) {
+    if (it != live_by_tstate_.end() && same_thread(records_[slot_record_[it->second]], ts, tid)) {
         // The scan can find a new thread before threading has put it in _active; the hook
         // runs after that, so this is the first moment its name is certain to be there.
-        ThreadRecord& rec = records_[it->second];
-        if (!rec.name_from_threading) name_from_threading(rec);
+        ThreadRecord& rec = records_[slot_record_[it->second]];
+        if (!rec.name_from_threading) {
+            name_bytes_ -= rec.name.capacity();
+            name_from_threading(rec);
+            name_bytes_ += rec.name.capacity();
+        }
         return Error::none();
     }
     // Same tstate memory (and maybe the same pthread_t), new thread: the old one has ended.
     if (it != live_by_tstate_.end()) retire(it->second);
-    if (register_thread(ts, ts->thread_id, tid) == nullptr)
-        return Error::runtime("too many threads in one session");
+    register_thread(ts, ts->thread_id, tid);  // a thread the table cannot hold is counted there
     return Error::none();
 }
 
@@ -301,54 +349,82 @@ void Session::scan_threads() {
         const uint64_t tid = native_tid_of(ts);
         if (tid == 0) continue;  // native id not written yet: next scan
         auto it = live_by_tstate_.find(ts);
-        if (it != live_by_tstate_.end() && same_thread(records_[it->second], ts, tid)) {
+        if (it != live_by_tstate_.end() && same_thread(records_[slot_record_[it->second]], ts, tid)) {
             seen_.push_back(ts);
             continue;
         }
         if (it != live_by_tstate_.end()) retire(it->second);
-        if (register_thread(ts, ts->thread_id, tid) != nullptr) {
-            seen_.push_back(ts);
-            if (running_ && drain_started_) ++counters_.threads_discovered_by_scan;
-        }
+        seen_.push_back(ts);
+        if (register_thread(ts, ts->thread_id, tid) != nullptr && running_ && drain_started_)
+            ++counters_.threads_discovered_by_scan;
     }
     std::sort(seen_.begin(), seen_.end());
     std::vector<uint32_t> gone;
     for (const auto& kv : live_by_tstate_)
         if (!std::binary_search(seen_.begin(), seen_.end(), kv.first)) gone.push_back(kv.second);
-    for (uint32_t serial : gone) retire(serial);
+    for (uint32_t slot : gone) retire(slot);
+    if (!refused_.empty()) {  // forget refused threads that ended: a new one counts again
+        for (auto r = refused_.begin(); r != refused_.end();) {
+            if (!std::binary_search(seen_.begin(), seen_.end(), r->first)) {
+                r = refused_.erase(r);
+            } else {
+                ++r;
+            }
+        }
+    }
 }
 
-void Session::retire(uint32_t serial) {
-    ThreadRecord& rec = records_[serial];
+void Session::retire(uint32_t slot) {
+    ThreadCtx* ctx = slot < table_.slot_count() ? table_.at(slot) : nullptr;
+    if (ctx == nullptr || slot >= slot_record_.size() || slot_record_[slot] == kNoRecord) return;
+    const uint32_t id = slot_record_[slot];
+    ThreadRecord& rec = records_[id];
     if (!rec.alive) return;
-    ThreadCtx* ctx = table_.by_serial(serial);
-    if (ctx == nullptr) return;
     platform_thread_detach(ctx);
     // The thread deleted its own thread state before we saw it gone; from then on its
-    // handler finds no tstate and never touches the ring, so draining and freeing it is safe.
+    // handler finds no tstate and never touches the ring, so draining and reusing it is safe.
     ctx->state_.store(ThreadState::kDetached, std::memory_order_release);
     // Take the ring's turn for good: the wall sampler may be writing an idle record right
     // now; once we hold busy_, nobody writes this ring again.
     while (ctx->busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
     if (ctx->ring_) {
         drain_ring(ctx->ring_.get());
-        ctx->ring_.reset();
+        ring_pool_.push_back(std::move(ctx->ring_));  // empty now: the next thread's ring
     }
     rec.alive = false;
-    // The thread's clock cannot be read any more: add what its CPU-time samples saw since
-    // the last reading (within one interval of the truth).
-    rec.cpu_last_ns += rec.weight_since_cpu_read;
+    // The thread's clock cannot be read any more. Its CPU timer counted its CPU up to the last
+    // expiry (less than one interval short); without one, add what its samples saw since the
+    // last reading.
+    if (rec.cpu_timer) {
+        const uint64_t counted = rec.cpu_start_ns + ctx->timer_cpu_ns_.load(std::memory_order_relaxed);
+        if (counted > rec.cpu_last_ns) rec.cpu_last_ns = counted;
+    } else {
+        rec.cpu_last_ns += rec.weight_since_cpu_read;
+    }
     rec.weight_since_cpu_read = 0;
-    refresh_cpu(serial);
+    refresh_cpu(id);
     rec.ended_ns = platform_monotonic_ns();
     live_by_tstate_.erase(rec.tstate);
+    table_.retire(ctx, rec.ended_ns);  // freed after its grace period (ThreadTable::collect)
+    slot_record_[slot] = kNoRecord;
     ++counters_.threads_ended;
-    log_debug("thread ended: serial %u ident %lu tid %llu", serial, rec.ident,
-              static_cast<unsigned long long>(rec.native_tid));
+    log_debug("thread ended: slot %u record %u ident %lu tid %llu, %llu samples", slot, id, rec.ident,
+              static_cast<unsigned long long>(rec.native_tid), static_cast<unsigned long long>(rec.samples));
+    if (rec.samples == 0) {
+        // Nothing in the profile names it: a thread-per-request server leaves no trace per
+        // request, only these two counters.
+        ++counters_.threads_unsampled;
+        counters_.threads_unsampled_cpu_ns += rec.cpu_last_ns > rec.cpu_start_ns ? rec.cpu_last_ns - rec.cpu_start_ns : 0;
+        name_bytes_ -= rec.name.capacity();
+        rec = ThreadRecord{};
+        rec.alive = false;
+        rec.free = true;
+        free_records_.push_back(id);
+    }
 }
 
-void Session::refresh_cpu(uint32_t serial) {
-    ThreadRecord& rec = records_[serial];
+void Session::refresh_cpu(uint32_t id) {
+    ThreadRecord& rec = records_[id];
     uint64_t now = 0;
     const uint64_t read_at = platform_monotonic_ns();
     if (rec.alive && platform_thread_cpu_ns_of(rec.native_tid, rec.ident, &now) && now >= rec.cpu_last_ns) {
@@ -358,8 +434,8 @@ void Session::refresh_cpu(uint32_t serial) {
     }
     // Readings taken by others while the thread lived: the Mach sampler's at each sample, the
     // wall census's every period.
-    const ThreadCtx* ctx = table_.by_serial(serial);
-    if (ctx != nullptr) {
+    const ThreadCtx* ctx = rec.slot < table_.slot_count() ? table_.at(rec.slot) : nullptr;
+    if (ctx != nullptr && slot_record_[rec.slot] == id) {
         const uint64_t at_sample = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
         const uint64_t at_census = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
         const uint64_t seen = at_sample > at_census ? at_sample : at_census;
@@ -368,16 +444,27 @@ void Session::refresh_cpu(uint32_t serial) {
 }
 
 void Session::refresh_cpu_all() {
-    for (uint32_t serial = 0; serial < records_.size(); ++serial)
-        if (records_[serial].alive) refresh_cpu(serial);
+    for (uint32_t id = 0; id < records_.size(); ++id)
+        if (records_[id].alive) refresh_cpu(id);
 }
 
 void Session::refresh_names() {
     PyObject* active = threading_active();
     if (active == nullptr) return;
-    for (auto& rec : records_)
-        if (rec.alive) refresh_name(rec, active);
+    for (auto& rec : records_) {
+        if (!rec.alive) continue;
+        name_bytes_ -= rec.name.capacity();
+        refresh_name(rec, active);
+        name_bytes_ += rec.name.capacity();
+    }
     Py_DECREF(active);
+}
+
+size_t Session::thread_memory_bytes() const {
+    return table_.memory_bytes() + rings_owned_ * config_.ring_bytes + records_.capacity() * sizeof(ThreadRecord) +
+           name_bytes_ + (free_records_.capacity() + slot_record_.capacity() + last_stack_.capacity()) * sizeof(uint32_t) +
+           ring_pool_.capacity() * sizeof(ring_pool_[0]) +
+           (live_by_tstate_.size() + refused_.size()) * 4 * sizeof(void*);  // a node and a bucket each
 }
 
 void Session::drain_ring(RingBuffer* ring) {
@@ -386,20 +473,24 @@ void Session::drain_ring(RingBuffer* ring) {
         ++counters_.records;
         const auto* hdr = static_cast<const RawSampleHeader*>(rec);
         const auto* frames = reinterpret_cast<const RawFrame*>(hdr + 1);
-        uint32_t serial = hdr->thread_serial;
-        if (serial == kNoThreadSerial) {
+        // The record names its thread by slot (or by tid only, kNoThreadSerial); the profile
+        // by record id, which outlives the slot.
+        const uint32_t slot = hdr->thread_serial;
+        uint32_t id = slot < slot_record_.size() ? slot_record_[slot] : kNoRecord;
+        if (slot == kNoThreadSerial) {
             for (size_t i = records_.size(); i-- > 0;) {
-                if (records_[i].native_tid == hdr->native_tid) {
-                    serial = static_cast<uint32_t>(i);
+                if (records_[i].alive && records_[i].native_tid == hdr->native_tid) {
+                    id = static_cast<uint32_t>(i);
                     break;
                 }
             }
         }
-        if (serial >= records_.size()) {
+        if (id == kNoRecord) {
             ++counters_.unknown_thread;
             ring->pop();
             continue;
         }
+        const uint32_t serial = records_[id].slot;  // last_stack_ is per slot
         uint32_t flags = hdr->flags;
         if (ring == &sampler_ring_ && !(flags & kSampleOnCpu)) {
             // A sampler that sees every thread (Mach) also sees blocked ones: CPU mode keeps
@@ -437,9 +528,10 @@ void Session::drain_ring(RingBuffer* ring) {
         }
         if (!(flags & kSampleStackOnly)) {
             store_.add_sample(SampleRow{hdr->timestamp_ns, hdr->weight_ns, stack,
-                                        (serial & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
-            ThreadRecord& owner = records_[serial];
-            if (!config_.wall_mode && hdr->timestamp_ns > owner.cpu_read_at_ns)
+                                        (id & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
+            ThreadRecord& owner = records_[id];
+            ++owner.samples;
+            if (!config_.wall_mode && !owner.cpu_timer && hdr->timestamp_ns > owner.cpu_read_at_ns)
                 owner.weight_since_cpu_read += hdr->weight_ns;
         }
         ring->pop();
@@ -507,11 +599,15 @@ void Session::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {
 
 void Session::drain_all() {
     over_limit_ = memory_bytes() > config_.memory_limit_bytes;
-    for (size_t i = 0; i < table_.size(); ++i) {
+    for (size_t i = 0; i < table_.slot_count(); ++i) {
         ThreadCtx* ctx = table_.at(i);
-        if (ctx->ring_) drain_ring(ctx->ring_.get());
+        if (ctx != nullptr && ctx->ring_) drain_ring(ctx->ring_.get());
     }
     drain_ring(&sampler_ring_);
+    // Ended threads no capture can still hold. The Mach sampler keeps its own list of ctxs for
+    // a cycle, outside the gate: there a retired ctx also waits out a second.
+    const bool gate_empty = capture_quiescent();
+    table_.collect(platform_monotonic_ns(), gate_empty, platform_samples_all_threads() ? 1'000'000'000ull : 0);
     keepalive_.end_of_pass();
     ++counters_.drains;
 }
@@ -521,7 +617,7 @@ void Session::periodic() {
     const uint64_t t0 = platform_monotonic_ns();
     if (platform_keep_handler()) {
         ++counters_.handler_retaken;
-        log_debug("the application installed its own SIGPROF handler: chaining to it, ours back in front");
+        log_debug("the application installed its own handler on our sampling signal: chaining to it, ours back in front");
     }
     scan_threads();
     // CPU clocks feed the thread table only (registration and retirement read them too, and
@@ -582,7 +678,8 @@ void Session::apply_budget() {
         config_.max_overhead_pct = 0;
         return;
     }
-    for (size_t i = 0; i < table_.size(); ++i) platform_thread_set_interval(table_.at(i), next);
+    for (size_t i = 0; i < table_.slot_count(); ++i)
+        if (ThreadCtx* ctx = table_.at(i)) platform_thread_set_interval(ctx, next);
     if (wall_) wall_->set_interval(next);
     budget_.effective_interval_ns = next;
     ++budget_.interval_changes;
@@ -650,7 +747,7 @@ void* Session::drain_main(void* arg) {
     // Each pass takes the GIL from the running program (a hand-off, two context switches, a
     // thread scan): with the rings far from full, wait up to kMaxIdlePeriods periods between
     // passes. A capture that fills its ring past a quarter, or an application that replaced
-    // our SIGPROF handler, gets a pass at the next wake-up.
+    // our signal handler, gets a pass at the next wake-up.
     // Where the platform's sampler writes one shared ring (macOS), every period.
     const uint32_t max_idle = platform_samples_all_threads() ? 1 : kMaxIdlePeriods;
     uint32_t idle_periods = 0;

@@ -62,7 +62,8 @@ struct BudgetState {
     double last_overhead_pct = 0;      // measured over the last window
 };
 
-// What the profile says about one sampled thread (by serial).
+// What the profile says about one sampled thread (by record id, the serial in SampleRow). A
+// thread that ends without a single sample leaves no record: its id is reused.
 struct ThreadRecord {
     unsigned long ident = 0;       // threading.get_ident()
     uint64_t native_tid = 0;       // threading.get_native_id()
@@ -71,13 +72,17 @@ struct ThreadRecord {
     uint64_t cpu_start_ns = 0;     // thread CPU clock when registered
     uint64_t cpu_last_ns = 0;      // last reading while alive
     uint64_t cpu_read_at_ns = 0;   // monotonic time of that reading
-    // CPU mode: CPU time of the samples taken after that reading (a sample taken before it but
-    // drained after is already in the reading: counting it again overstated ended threads).
+    bool cpu_timer = false;        // a per-thread CPU timer counted its CPU (ThreadCtx::timer_cpu_ns_)
+    // Without a CPU timer (itimer fallback): CPU time of the samples taken after that reading
+    // (a sample taken before it but drained after is already in the reading).
     uint64_t weight_since_cpu_read = 0;
     uint64_t registered_ns = 0;
     uint64_t ended_ns = 0;         // 0 while alive
     PyThreadState* tstate = nullptr;
+    uint32_t slot = 0;             // its ThreadTable slot while alive
+    uint64_t samples = 0;          // samples stored for it
     bool alive = true;
+    bool free = false;             // ended without samples: id free for the next thread
 };
 
 struct SessionCounters {
@@ -87,6 +92,11 @@ struct SessionCounters {
     uint64_t unknown_thread = 0;    // records naming no thread we know
     uint64_t threads_discovered_by_scan = 0;
     uint64_t threads_ended = 0;
+    uint64_t threads_registered = 0;     // every thread the session sampled, ever
+    uint64_t threads_unsampled = 0;      // ended without a sample: not in the profile
+    uint64_t threads_unsampled_cpu_ns = 0;
+    uint64_t threads_refused = 0;        // more alive at once than the table holds
+    uint64_t threads_alive_max = 0;
     uint64_t attach_failures = 0;
     uint64_t off_cpu_skipped = 0;   // sampler records of blocked threads dropped in CPU mode
     uint64_t handler_retaken = 0;   // times the application replaced our SIGPROF handler
@@ -124,11 +134,15 @@ public:
     const SessionCounters& counters() const { return counters_; }
     uint64_t start_ns() const { return start_ns_; }
     uint64_t end_ns() const { return end_ns_; }
-    size_t memory_bytes() const { return store_.memory_bytes() + resolver_.memory_bytes(); }
+    // Everything the session holds: stacks, samples, resolved frames, and per-thread memory
+    // (contexts, rings, thread records).
+    size_t memory_bytes() const { return store_.memory_bytes() + resolver_.memory_bytes() + thread_memory_bytes(); }
+    size_t thread_memory_bytes() const;
     bool running() const { return running_; }
     // stop() could not prove every capture finished: the owner must not delete the session.
     bool must_leak() const { return must_leak_; }
     const char* timer_name() const { return timer_name_; }  // the timer this session used
+    int sampling_signal() const { return sampling_signal_; }  // the signal samples came on (0: none)
     const WallSampler* wall_sampler() const { return wall_.get(); }
     const UnwindTables* unwind_tables() const { return unwind_.get(); }
     const BudgetState& budget() const { return budget_; }
@@ -137,11 +151,12 @@ public:
 
 private:
     ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid);
+    uint32_t new_record();
     void scan_threads();
-    void retire(uint32_t serial);
+    void retire(uint32_t slot);
     void refresh_cpu_all();
     void refresh_names();
-    void refresh_cpu(uint32_t serial);
+    void refresh_cpu(uint32_t record);
     void drain_ring(RingBuffer* ring);
     void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
     void build_mixed_stack(const RawSampleHeader* hdr, const RawFrame* frames, uint32_t depth);
@@ -155,14 +170,21 @@ private:
     SessionConfig config_;
     ThreadTable table_;
     std::vector<ThreadRecord> records_;
-    std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;
+    std::vector<uint32_t> free_records_;        // ids of records with free set
+    std::vector<uint32_t> slot_record_;         // by slot: the record of its live thread
+    std::vector<std::unique_ptr<RingBuffer>> ring_pool_;  // rings of ended threads, drained
+    size_t rings_owned_ = 0;                     // rings allocated (in use or pooled)
+    size_t name_bytes_ = 0;                      // sum of record name capacities
+    uint64_t next_generation_ = 1;
+    std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
+    std::unordered_map<PyThreadState*, uint64_t> refused_;  // tstate -> tid: not held, counted once
     RingBuffer sampler_ring_;
     Resolver resolver_;
     CodeKeepAlive keepalive_;  // after resolver_: destroyed first, while the resolver still holds its refs
     StackStore store_;
     SessionCounters counters_;
     std::vector<uint32_t> stack_buf_;
-    std::vector<uint32_t> last_stack_;  // per serial: the stack idle records reuse
+    std::vector<uint32_t> last_stack_;  // per slot: the stack idle records reuse
     std::unique_ptr<WallSampler> wall_;
     // Native mode. Destroyed with the session, after stop() has restored the handler.
     std::unique_ptr<UnwindTables> unwind_;
@@ -175,6 +197,7 @@ private:
     bool over_limit_ = false;
     bool must_leak_ = false;
     const char* timer_name_ = "none";
+    int sampling_signal_ = 0;
     uint64_t last_progress_ns_ = 0;
     // Overhead budget: cost and CPU baselines at the start of the current window.
     BudgetState budget_;

@@ -233,7 +233,12 @@ bool capture_by_serial(uint32_t serial, uint64_t weight_ns, const void* ucontext
     GateScope<ThreadTable> scope(g_gate);
     ThreadTable* table = scope.get();
     if (table == nullptr) return false;
-    return capture_into(table->by_serial(serial), weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));
+    ThreadCtx* ctx = table->by_serial(serial);
+    // The thread's CPU timer expired: count its CPU time whether or not a record follows.
+    if (ctx != nullptr && ctx->magic_ == kThreadCtxMagic &&
+        reinterpret_cast<struct _ts*>(PyGILState_GetThisThreadState()) == ctx->tstate_)
+        ctx->timer_cpu_ns_.fetch_add(weight_ns, std::memory_order_relaxed);
+    return capture_into(ctx, weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));
 }
 
 bool capture_wall_by_serial(uint32_t serial, const void* ucontext) {
@@ -262,6 +267,10 @@ bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontex
     if (table == nullptr) return false;
     return capture_into(table->by_tid(native_tid), weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));
 }
+
+bool capture_quiescent() { return g_gate.in_flight() == 0; }
+void capture_gate_enter() { g_gate.enter(); }
+void capture_gate_leave() { g_gate.leave(); }
 
 bool capture_take_drain_request() { return g_drain_wanted.exchange(false, std::memory_order_relaxed); }
 

@@ -57,6 +57,14 @@ bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontex
 // SIGNAL-SAFE. Wall mode: the weight is what the sampler thread left in the ctx.
 bool capture_wall_by_serial(uint32_t serial, const void* ucontext);
 
+// Normal context. True when no capture (and no wall census tick) is inside the capture gate
+// right now: any of them that loaded a ctx the ThreadTable unpublished before this call has
+// finished with it (capture_gate.h).
+bool capture_quiescent();
+// The wall census holds the gate like a capture while it uses ctxs (SIGNAL-SAFE).
+void capture_gate_enter();
+void capture_gate_leave();
+
 // Drain thread. True once since the last call if a capture left its ring over a quarter
 // full: the drain, which otherwise takes the GIL only every few periods, should run now.
 bool capture_take_drain_request();

@@ -1,10 +1,11 @@
 // thread_ctx.h: what the capture path knows about one sampled Python thread.
 //
-// A ThreadCtx is created by the session (GIL held) when a Python thread is discovered and
-// lives until the session ends, even after its thread exits: a timer signal queued before
-// the timer was deleted may still arrive and carries this pointer. Its ring is written only
-// by the capture path of that thread (Linux: the thread's own handler; macOS: the sampler
-// thread) and read only by the drain.
+// A ThreadCtx is created by the session (GIL held) when a Python thread is discovered. When
+// the thread ends it is unpublished from the ThreadTable and kept for a grace period
+// (thread_table.h) before it is freed and its slot reused: a timer signal queued before the
+// timer was deleted, or a sampler that looked it up just before, still finds valid memory,
+// detached. Its ring is written only by the capture path of that thread (Linux: the thread's
+// own handler; macOS: the sampler thread) and the wall census, and read only by the drain.
 #pragma once
 
 #include <setjmp.h>
@@ -28,21 +29,23 @@ constexpr uint64_t kThreadCtxMagic = 0x7370'7072'6f66'5443ull;  // "spprofTC"
 enum class ThreadState : uint32_t { kAttached = 1, kDetached = 2 };
 
 struct ThreadCtx {
-    ThreadCtx(uint32_t serial, struct _ts* tstate, uint64_t native_tid, unsigned long ident,
-              size_t ring_bytes)
-        : serial_(serial), tstate_(tstate), native_tid_(native_tid), ident_(ident),
-          ring_(new RingBuffer(ring_bytes)) {}
+    ThreadCtx(uint32_t serial, uint64_t generation, struct _ts* tstate, uint64_t native_tid,
+              unsigned long ident, std::unique_ptr<RingBuffer> ring)
+        : serial_(serial), generation_(generation), tstate_(tstate), native_tid_(native_tid),
+          ident_(ident), ring_(std::move(ring)) {}
     ThreadCtx(const ThreadCtx&) = delete;
     ThreadCtx& operator=(const ThreadCtx&) = delete;
 
     const uint64_t magic_ = kThreadCtxMagic;
     std::atomic<ThreadState> state_{ThreadState::kAttached};
-    const uint32_t serial_;          // index in the session's thread table
+    const uint32_t serial_;          // slot in the session's thread table (reused once freed)
+    const uint64_t generation_;      // unique per session: tells a reused slot's threads apart
     struct _ts* const tstate_;       // the thread's PyThreadState; compared, never trusted alone
     const uint64_t native_tid_;      // kernel thread id
     const unsigned long ident_;      // threading.get_ident()
-    // Written only while state_ is kAttached; the drain frees it once the thread is detached
-    // and drained (no capture can reach it then: see Session::reap_thread).
+    // Written only while state_ is kAttached; once the thread is detached and drained the
+    // session takes it back for the next thread (no capture can reach it then: see
+    // Session::retire).
     std::unique_ptr<RingBuffer> ring_;
     std::atomic<bool> busy_{false};  // capture in progress: a nested capture drops instead
     std::atomic<uint64_t> captured_{0};
@@ -55,6 +58,10 @@ struct ThreadCtx {
     // Wall mode (Linux): the thread's CPU clock at the census's latest reading, so a thread
     // that ends is credited with its CPU time to within one census period.
     std::atomic<uint64_t> census_cpu_ns_{0};
+    // CPU time its own per-thread CPU timer has counted since it was armed (each delivery adds
+    // interval x (1 + overrun)): the thread's CPU clock at its last expiry, minus the reading
+    // taken just before arming. An ended thread's clock can no longer be read; this can.
+    std::atomic<uint64_t> timer_cpu_ns_{0};
     // Wall mode: time the next capture stands for, accumulated by the sampler thread before
     // it signals (several ticks add up if a signal is still pending), taken by the handler.
     std::atomic<uint64_t> pending_weight_ns_{0};

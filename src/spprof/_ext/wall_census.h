@@ -28,6 +28,7 @@
 namespace spprof {
 
 struct CensusSlot {
+    uint64_t generation = 0;   // the ThreadCtx generation this slot describes (slots are reused)
     uint64_t last_cpu_ns = 0;
     uint64_t last_ns = 0;
     uint64_t carry_ns = 0;     // off-CPU time not yet in any sample

@@ -111,6 +111,14 @@ void* WallSampler::thread_main(void* arg) {
 
 void WallSampler::tick() {
     if (tick_index_++ % stride_.load(std::memory_order_relaxed) != 0) return;
+    // Inside the capture gate while ctxs are in use: the session frees a retired ctx only
+    // once the gate was seen empty (thread_table.h).
+    capture_gate_enter();
+    tick_threads();
+    capture_gate_leave();
+}
+
+void WallSampler::tick_threads() {
     const uint32_t n = table_->published();
     if (slots_.size() < n) slots_.resize(n);
     CensusParams params;
@@ -121,6 +129,10 @@ void WallSampler::tick() {
         ThreadCtx* ctx = table_->by_serial(serial);
         if (ctx == nullptr || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached)
             continue;
+        if (slots_[serial].generation != ctx->generation_) {  // a new thread in a reused slot
+            slots_[serial] = CensusSlot{};
+            slots_[serial].generation = ctx->generation_;
+        }
         CensusInput in;
         if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &in.cpu_ns)) continue;  // gone
         ctx->census_cpu_ns_.store(in.cpu_ns, std::memory_order_relaxed);

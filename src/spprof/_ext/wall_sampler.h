@@ -64,6 +64,7 @@ private:
     struct OutsideReader;  // wall_sampler.cpp: a CachedReader over platform_safe_read
     static void* thread_main(void* arg);
     void tick();
+    void tick_threads();
     // Sampler thread: reads ctx's Python stack from outside and writes it into its ring as a
     // sample of `weight_ns` flagged `flags`. False when the walk cannot be trusted (the thread
     // ran during it, or has ended) or the record could not be written.

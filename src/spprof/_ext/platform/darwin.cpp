@@ -88,6 +88,8 @@ void platform_get_stats(PlatformStats* out) {
 
 void platform_reset_stats() { mach_sampler_reset_stats(); }
 
+int platform_sampling_signal() { return 0; }  // the Mach sampler sends no signal
+
 void platform_set_native_unwinding(bool enabled) { mach_sampler_set_native_unwinding(enabled ? 1 : 0); }
 
 void platform_after_fork_child() { mach_sampler_after_fork_child(); }

@@ -1,12 +1,16 @@
 // platform/linux.cpp: platform.h on Linux.
 //
-// Sampling: one SIGPROF handler fed either by a POSIX CPU-time timer per thread
-// (timer_create on the thread's CPU clock, SIGEV_THREAD_ID, each delivery weighted by
-// 1 + overrun because CPU-clock timers fire on the scheduler tick) or by the process-wide
-// setitimer(ITIMER_PROF) fallback, which lands on whichever thread is running and is looked
-// up by tid. Wall mode uses the per-thread timers too, for the time threads run, plus the
-// census thread's queued signals (wall_sampler.h). Foreign SIGPROFs are chained to the
-// handler installed before ours.
+// Sampling: one handler fed either by a POSIX CPU-time timer per thread (timer_create on the
+// thread's CPU clock, SIGEV_THREAD_ID, each delivery weighted by 1 + overrun because CPU-clock
+// timers fire on the scheduler tick) or by the process-wide setitimer(ITIMER_PROF) fallback,
+// which lands on whichever thread is running and is looked up by tid. Wall mode uses the
+// per-thread timers too, for the time threads run (wall_sampler.h).
+// Signals: the per-thread timers deliver a real-time signal no one else has a handler for,
+// chosen at start (from SIGRTMAX down), so SIGPROF and ITIMER_PROF stay the program's (a
+// yappi-style sampler, gperftools, the program's own). The itimer fallback has to use SIGPROF:
+// it refuses when the program already has a SIGPROF handler or an ITIMER_PROF running. A
+// delivery spprof did not send (wrong si_code, sender or value) is chained to the handler
+// installed before ours, never taken as a sample.
 #if defined(__linux__)
 
 #include <dlfcn.h>
@@ -24,6 +28,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 
 #include "../log.h"
 #include "../signal_handler.h"
@@ -45,12 +50,18 @@ enum class Mode : int { kNone = 0, kPerThread = 1, kItimer = 2, kWall = 3 };
 std::atomic<int> g_mode{static_cast<int>(Mode::kNone)};
 std::atomic<uint64_t> g_interval_ns{0};
 TimerKind g_kind = TimerKind::kAuto;
-bool g_handler_installed = false;
-// The handler before ours, read by the handler for chaining. Two slots: a replacement (the
-// application installed its own handler after start()) is written into the idle slot and
-// published by flipping the index, so a handler never reads a half-written sigaction.
-struct sigaction g_prev_actions[2];
-std::atomic<int> g_prev_slot{0};
+// Our handler on one signal, and the handler before ours, read by the handler for chaining.
+// Two slots: a replacement (the application installed its own handler after start()) is
+// written into the idle slot and published by flipping the index, so a handler never reads a
+// half-written sigaction.
+struct SignalSlot {
+    std::atomic<int> signo{0};
+    bool installed = false;
+    struct sigaction prev[2];
+    std::atomic<int> prev_slot{0};
+};
+SignalSlot g_rt;    // the real-time signal of the per-thread timers (and wall requests)
+SignalSlot g_prof;  // SIGPROF, for the itimer fallback only
 
 struct Counters {
     std::atomic<uint64_t> signals{0}, foreign{0}, overruns{0}, timers_active{0},
@@ -62,11 +73,11 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.fetch_add(n, std::memory_order_relaxed);
 }
 
-// SIGNAL-SAFE: forwards a SIGPROF that is not ours to whoever had it before us. A default
-// action (terminate) is not replayed: a stray SIGPROF while profiling is counted and dropped.
-void chain(int signo, siginfo_t* si, void* uc) {
+// SIGNAL-SAFE: forwards a signal that is not ours to whoever had it before us. A default
+// action (terminate) is not replayed: a stray signal while profiling is counted and dropped.
+void chain(const SignalSlot& slot, int signo, siginfo_t* si, void* uc) {
     bump(g_stats.foreign);
-    const struct sigaction& prev = g_prev_actions[g_prev_slot.load(std::memory_order_acquire)];
+    const struct sigaction& prev = slot.prev[slot.prev_slot.load(std::memory_order_acquire)];
     if (prev.sa_flags & SA_SIGINFO) {
         if (prev.sa_sigaction != nullptr) prev.sa_sigaction(signo, si, uc);
     } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN &&
@@ -75,12 +86,13 @@ void chain(int signo, siginfo_t* si, void* uc) {
     }
 }
 
-// SIGNAL-SAFE, NO-HEAP: the SIGPROF handler.
+// SIGNAL-SAFE, NO-HEAP: the handler on the sampling signal(s).
 // sigev value of the calibration signals: recognised first and returned from at once.
 constexpr uint64_t kCalibrationValue = kTimerValueMagic | 0xFFFFFFFFull;
 
-void on_sigprof(int signo, siginfo_t* si, void* uc) {
+void on_sample_signal(int signo, siginfo_t* si, void* uc) {
     const int saved_errno = errno;
+    const bool rt = signo == g_rt.signo.load(std::memory_order_relaxed);
     if (si != nullptr && si->si_code == SI_QUEUE &&
         reinterpret_cast<uint64_t>(si->si_value.sival_ptr) == kCalibrationValue) {
         errno = saved_errno;
@@ -88,7 +100,7 @@ void on_sigprof(int signo, siginfo_t* si, void* uc) {
     }
     const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
     const uint64_t interval = g_interval_ns.load(std::memory_order_relaxed);
-    if (si != nullptr && (mode == Mode::kPerThread || mode == Mode::kWall) && si->si_code == SI_TIMER) {
+    if (si != nullptr && rt && (mode == Mode::kPerThread || mode == Mode::kWall) && si->si_code == SI_TIMER) {
         const uint64_t value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
         if ((value & 0xFFFFFFFF00000000ull) == kTimerValueMagic) {
             bump(g_stats.signals);
@@ -99,7 +111,7 @@ void on_sigprof(int signo, siginfo_t* si, void* uc) {
             errno = saved_errno;
             return;
         }
-    } else if (si != nullptr && mode == Mode::kWall && si->si_code == SI_QUEUE &&
+    } else if (si != nullptr && rt && mode == Mode::kWall && si->si_code == SI_QUEUE &&
                si->si_pid == getpid()) {
         const uint64_t value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
         if ((value & 0xFFFFFFFF00000000ull) == kTimerValueMagic) {
@@ -108,14 +120,14 @@ void on_sigprof(int signo, siginfo_t* si, void* uc) {
             errno = saved_errno;
             return;
         }
-    } else if (si != nullptr && mode == Mode::kItimer && si->si_code == SI_KERNEL) {
+    } else if (si != nullptr && signo == SIGPROF && mode == Mode::kItimer && si->si_code == SI_KERNEL) {
         bump(g_stats.signals);
         const uint64_t tid = static_cast<uint64_t>(syscall(SYS_gettid));
         if (!capture_by_tid(tid, interval, uc)) bump(g_stats.no_thread);
         errno = saved_errno;
         return;
     }
-    chain(signo, si, uc);
+    chain(rt ? g_rt : g_prof, signo, si, uc);
     errno = saved_errno;
 }
 
@@ -124,39 +136,70 @@ clockid_t thread_cpu_clock(uint64_t tid) {
     return static_cast<clockid_t>((~static_cast<unsigned int>(tid) << 3) | 6u);
 }
 
-// Queues a SIGPROF carrying `value` to thread `tid` of this process (SI_QUEUE).
-bool queue_sigprof(pid_t tid, uint64_t value) {
+// Queues signal `signo` carrying `value` to thread `tid` of this process (SI_QUEUE).
+bool queue_signal(pid_t tid, int signo, uint64_t value) {
     siginfo_t info;
     std::memset(&info, 0, sizeof info);
-    info.si_signo = SIGPROF;
+    info.si_signo = signo;
     info.si_code = SI_QUEUE;
     info.si_pid = getpid();
     info.si_uid = getuid();
     info.si_value.sival_ptr = reinterpret_cast<void*>(value);
-    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info) == 0;
+    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, signo, &info) == 0;
 }
 
-Error install_handler() {
+bool is_ours(const struct sigaction& sa) { return (sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == on_sample_signal; }
+
+// The real-time signal for this session: the highest one whose action is the default (no
+// handler, not ignored). 0 when every one is taken.
+int choose_rt_signal() {
+    for (int signo = SIGRTMAX; signo >= SIGRTMIN; --signo) {
+        struct sigaction cur;
+        if (sigaction(signo, nullptr, &cur) != 0) continue;
+        if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) return signo;
+    }
+    return 0;
+}
+
+// Why the itimer fallback cannot run here (the program owns SIGPROF or ITIMER_PROF), or null.
+const char* itimer_taken() {
+    struct sigaction cur;
+    if (sigaction(SIGPROF, nullptr, &cur) == 0 && !is_ours(cur) &&
+        ((cur.sa_flags & SA_SIGINFO) ? cur.sa_sigaction != nullptr
+                                     : (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN)))
+        return "the program already has a SIGPROF handler; the itimer timer would take its signals";
+    struct itimerval tv;
+    if (getitimer(ITIMER_PROF, &tv) == 0 && (tv.it_value.tv_sec != 0 || tv.it_value.tv_usec != 0))
+        return "the program already runs an ITIMER_PROF timer; the itimer timer would replace it";
+    return nullptr;
+}
+
+struct sigaction our_action() {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigprof;
+    sa.sa_sigaction = on_sample_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
+    return sa;
+}
+
+Error install_handler(SignalSlot& slot, int signo) {
+    const struct sigaction sa = our_action();
     struct sigaction prev;
-    if (sigaction(SIGPROF, &sa, &prev) != 0) return Error::os("sigaction(SIGPROF) failed", errno);
-    g_prev_actions[0] = prev;
-    g_prev_slot.store(0, std::memory_order_release);
-    g_handler_installed = true;
+    if (sigaction(signo, &sa, &prev) != 0) return Error::os("sigaction on the sampling signal failed", errno);
+    slot.prev[0] = prev;
+    slot.prev_slot.store(0, std::memory_order_release);
+    slot.signo.store(signo, std::memory_order_release);
+    slot.installed = true;
     return Error::none();
 }
 
-void restore_handler() {
-    if (!g_handler_installed) return;
+void restore_handler(SignalSlot& slot) {
+    if (!slot.installed) return;
+    const int signo = slot.signo.load();
     struct sigaction current;
-    sigaction(SIGPROF, nullptr, &current);
-    const bool still_ours =
-        (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigprof;
-    if (still_ours) {
+    sigaction(signo, nullptr, &current);
+    if (is_ours(current)) {
         // Ignoring a signal discards any instance still pending (POSIX), so a timer signal
         // queued before its timer was deleted cannot reach the previous (maybe default,
         // process-terminating) disposition.
@@ -164,13 +207,21 @@ void restore_handler() {
         std::memset(&ign, 0, sizeof ign);
         ign.sa_handler = SIG_IGN;
         sigemptyset(&ign.sa_mask);
-        sigaction(SIGPROF, &ign, nullptr);
-        sigaction(SIGPROF, &g_prev_actions[g_prev_slot.load()], nullptr);
+        sigaction(signo, &ign, nullptr);
+        sigaction(signo, &slot.prev[slot.prev_slot.load()], nullptr);
     } else {
-        log_debug("SIGPROF handler was replaced by the application; leaving theirs in place");
+        log_debug("signal %d handler was replaced by the application; leaving theirs in place", signo);
     }
-    g_handler_installed = false;
+    slot.installed = false;
 }
+
+void restore_handlers() {
+    restore_handler(g_rt);
+    restore_handler(g_prof);
+}
+
+// The itimer fallback: SIGPROF and ITIMER_PROF, unless the program uses either.
+Error start_itimer_fallback(uint64_t interval_ns);
 
 Error start_itimer(uint64_t interval_ns) {
     struct itimerval tv;
@@ -192,7 +243,7 @@ Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out) {
     struct sigevent sev;
     std::memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = SIGPROF;
+    sev.sigev_signo = g_rt.signo.load(std::memory_order_relaxed);
 #if defined(sigev_notify_thread_id)
     sev.sigev_notify_thread_id = static_cast<pid_t>(ctx->native_tid_);
 #else
@@ -215,6 +266,15 @@ Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out) {
     return Error::none();
 }
 
+Error start_itimer_fallback(uint64_t interval_ns) {
+    if (const char* why = itimer_taken()) return Error::runtime(why);
+    Error e = install_handler(g_prof, SIGPROF);
+    if (!e.ok()) return e;
+    e = start_itimer(interval_ns);
+    if (!e.ok()) restore_handler(g_prof);
+    return e;
+}
+
 }  // namespace
 
 Error platform_init() { return Error::none(); }
@@ -225,26 +285,30 @@ Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* /*
     if (g_mode.load() != static_cast<int>(Mode::kNone)) return Error::runtime("sampling timer already running");
     g_interval_ns.store(interval_ns, std::memory_order_relaxed);
     g_kind = kind;
-    Error e = install_handler();
+    if (kind == TimerKind::kProcess) {
+        g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
+        Error e = start_itimer_fallback(interval_ns);
+        if (!e.ok()) {
+            g_mode.store(static_cast<int>(Mode::kNone));
+            return e;
+        }
+        log_debug("timer: setitimer(ITIMER_PROF) every %llu ns, signal SIGPROF",
+                  static_cast<unsigned long long>(interval_ns));
+        return e;
+    }
+    const int signo = choose_rt_signal();
+    if (signo == 0) return Error::runtime("every real-time signal has a handler: none is free for the per-thread timers");
+    Error e = install_handler(g_rt, signo);
     if (!e.ok()) return e;
     if (kind == TimerKind::kWall) {
         g_mode.store(static_cast<int>(Mode::kWall), std::memory_order_release);
-        log_debug("timer: per-thread CPU timers every %llu ns plus the wall census",
-                  static_cast<unsigned long long>(interval_ns));
+        log_debug("timer: per-thread CPU timers every %llu ns plus the wall census, signal SIGRTMIN+%d",
+                  static_cast<unsigned long long>(interval_ns), signo - SIGRTMIN);
         return Error::none();
     }
-    if (kind == TimerKind::kProcess) {
-        g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
-        e = start_itimer(interval_ns);
-        if (!e.ok()) {
-            g_mode.store(static_cast<int>(Mode::kNone));
-            restore_handler();
-        }
-        log_debug("timer: setitimer(ITIMER_PROF) every %llu ns", static_cast<unsigned long long>(interval_ns));
-        return e;
-    }
     g_mode.store(static_cast<int>(Mode::kPerThread), std::memory_order_release);
-    log_debug("timer: per-thread CPU timers every %llu ns", static_cast<unsigned long long>(interval_ns));
+    log_debug("timer: per-thread CPU timers every %llu ns, signal SIGRTMIN+%d",
+              static_cast<unsigned long long>(interval_ns), signo - SIGRTMIN);
     return Error::none();
 }
 
@@ -275,9 +339,12 @@ Error platform_thread_attach(ThreadCtx* ctx) {
         // process timer for the whole session rather than mixing the two.
         log_warning("per-thread CPU timers unavailable (%s: %s); falling back to setitimer(ITIMER_PROF)",
                     e.what, std::strerror(e.err));
-        g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
-        Error it = start_itimer(g_interval_ns.load(std::memory_order_relaxed));
-        if (!it.ok()) g_mode.store(static_cast<int>(Mode::kPerThread), std::memory_order_release);
+        Error it = start_itimer_fallback(g_interval_ns.load(std::memory_order_relaxed));
+        if (it.ok()) {
+            g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
+        } else {
+            log_warning("no itimer fallback either: %s", it.what);
+        }
         return it;
     }
     log_warning("thread %llu will not be sampled: %s (%s)", static_cast<unsigned long long>(ctx->native_tid_),
@@ -298,7 +365,7 @@ Error platform_timer_destroy() {
     const Mode mode = static_cast<Mode>(g_mode.load());
     if (mode == Mode::kItimer) stop_itimer();
     g_mode.store(static_cast<int>(Mode::kNone), std::memory_order_release);
-    restore_handler();
+    restore_handlers();
     return Error::none();
 }
 
@@ -332,9 +399,10 @@ void platform_after_fork_child() {
     g_mode.store(static_cast<int>(Mode::kNone));
     g_stats.timers_active.store(0);
     platform_fault_guard_remove();
-    if (g_handler_installed) {
-        sigaction(SIGPROF, &g_prev_actions[g_prev_slot.load()], nullptr);
-        g_handler_installed = false;
+    for (SignalSlot* slot : {&g_rt, &g_prof}) {
+        if (!slot->installed) continue;
+        sigaction(slot->signo.load(), &slot->prev[slot->prev_slot.load()], nullptr);
+        slot->installed = false;
     }
 }
 
@@ -364,12 +432,13 @@ void platform_thread_set_interval(ThreadCtx* ctx, uint64_t interval_ns) {
 }
 
 uint64_t platform_calibrate_signal_ns(uint32_t rounds) {
-    if (rounds == 0 || !g_handler_installed) return 0;
+    const SignalSlot& slot = g_rt.installed ? g_rt : g_prof;
+    if (rounds == 0 || !slot.installed) return 0;
     const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
     // A signal queued to ourselves is delivered before the system call returns, so each
     // round trip times one delivery of our handler.
     const uint64_t t0 = platform_monotonic_ns();
-    for (uint32_t i = 0; i < rounds; ++i) queue_sigprof(tid, kCalibrationValue);
+    for (uint32_t i = 0; i < rounds; ++i) queue_signal(tid, slot.signo.load(), kCalibrationValue);
     return (platform_monotonic_ns() - t0) / rounds;
 }
 
@@ -380,34 +449,42 @@ uint64_t platform_process_cpu_ns() {
 }
 
 namespace {
-// True when our handler is installed but SIGPROF's current action is someone else's (in *current).
-bool handler_replaced(struct sigaction* current) {
-    if (!g_handler_installed) return false;
-    if (sigaction(SIGPROF, nullptr, current) != 0) return false;
-    return !((current->sa_flags & SA_SIGINFO) && current->sa_sigaction == on_sigprof);
+// True when our handler is installed on slot's signal but its current action is someone
+// else's (in *current).
+bool handler_replaced(const SignalSlot& slot, struct sigaction* current) {
+    if (!slot.installed) return false;
+    if (sigaction(slot.signo.load(), nullptr, current) != 0) return false;
+    return !is_ours(*current);
+}
+
+bool keep_handler(SignalSlot& slot) {
+    struct sigaction current;
+    if (!handler_replaced(slot, &current)) return false;
+    // The application installed its own handler on our signal while we sample: make it the
+    // one we chain to (so it still gets its signals) and put ours back in front of it.
+    const int idle = 1 - slot.prev_slot.load(std::memory_order_relaxed);
+    slot.prev[idle] = current;
+    slot.prev_slot.store(idle, std::memory_order_release);
+    const struct sigaction sa = our_action();
+    sigaction(slot.signo.load(), &sa, nullptr);
+    return true;
 }
 }  // namespace
 
 bool platform_handler_replaced() {
     struct sigaction current;
-    return handler_replaced(&current);
+    return handler_replaced(g_rt, &current) || handler_replaced(g_prof, &current);
 }
 
 bool platform_keep_handler() {
-    struct sigaction current;
-    if (!handler_replaced(&current)) return false;
-    // The application installed its own SIGPROF handler while we sample: make it the one we
-    // chain to (so it still gets its signals) and put ours back in front of it.
-    const int idle = 1 - g_prev_slot.load(std::memory_order_relaxed);
-    g_prev_actions[idle] = current;
-    g_prev_slot.store(idle, std::memory_order_release);
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigprof;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGPROF, &sa, nullptr);
-    return true;
+    const bool rt = keep_handler(g_rt);
+    const bool prof = keep_handler(g_prof);
+    return rt || prof;
+}
+
+int platform_sampling_signal() {
+    if (g_rt.installed) return g_rt.signo.load();
+    return g_prof.installed ? SIGPROF : 0;
 }
 
 bool platform_samples_all_threads() { return false; }
@@ -416,7 +493,7 @@ bool platform_signal_thread(uint64_t tid, uint32_t serial) {
     // By tid rather than pthread_sigqueue by pthread_t: a pthread_t of a thread that exited is
     // undefined behaviour, a stale tid is ESRCH (or a thread the handler will not recognise,
     // since the serial's tstate will not match).
-    return queue_sigprof(static_cast<pid_t>(tid), kTimerValueMagic | serial);
+    return queue_signal(static_cast<pid_t>(tid), g_rt.signo.load(std::memory_order_relaxed), kTimerValueMagic | serial);
 }
 
 int platform_thread_runnable(uint64_t tid) {

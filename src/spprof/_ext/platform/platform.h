@@ -32,7 +32,7 @@ enum class TimerKind {
 struct PlatformStats {
     const char* timer = "none";   // "per-thread", "itimer" or "mach" (static string)
     uint64_t signals = 0;         // deliveries that reached our handler (or sampler ticks)
-    uint64_t foreign_signals = 0; // SIGPROF that was not ours (chained or ignored)
+    uint64_t foreign_signals = 0; // deliveries of our signal(s) we did not send (chained or ignored)
     uint64_t overruns = 0;        // timer expirations folded into a delivered sample
     uint64_t timers_active = 0;   // per-thread timers armed right now
     uint64_t timer_failures = 0;  // threads whose timer could not be created
@@ -98,6 +98,10 @@ uint64_t platform_process_cpu_ns();
 bool platform_keep_handler();
 // The same question without acting on it: one sigaction read. Drain thread, no GIL needed.
 bool platform_handler_replaced();
+
+// The signal samples arrive on this session (Linux: a real-time signal chosen at start for
+// the per-thread timers, SIGPROF for the itimer fallback); 0 where none (macOS) or stopped.
+int platform_sampling_signal();
 
 // True where the platform itself samples every thread from a thread of its own (the Mach
 // sampler): the session then needs no wall sampler of its own.
