@@ -2,7 +2,8 @@
 
 Every .cpp under src/spprof/_ext is compiled except the OS layer, of which exactly one side
 is chosen: platform/linux.cpp and platform/fault_guard_linux.cpp on Linux, platform/darwin.cpp + platform/darwin_mach.cpp on
-macOS. Environment switches (used by the Makefile and CI):
+macOS; platform/exit_signals_posix.cpp (POSIX) is built on both. Environment switches (used
+by the Makefile and CI):
   SPPROF_WERROR=1    -Wall -Wextra -Werror on our own code
   SPPROF_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer build
   SPPROF_DEBUG_BUILD=1  -O0 -g
@@ -26,10 +27,11 @@ def _sources() -> list[str]:
         for p in (HERE / EXT_DIR).rglob("*.cpp")
         if "platform" not in p.relative_to(HERE / EXT_DIR).parts
     )
+    posix = "platform/exit_signals_posix.cpp"  # both: the CLI's exit-signal handler
     if sys.platform == "darwin":
-        os_layer = ["platform/darwin.cpp", "platform/darwin_mach.cpp"]
+        os_layer = ["platform/darwin.cpp", "platform/darwin_mach.cpp", posix]
     elif sys.platform.startswith("linux"):
-        os_layer = ["platform/linux.cpp", "platform/fault_guard_linux.cpp"]
+        os_layer = ["platform/linux.cpp", "platform/fault_guard_linux.cpp", posix]
     else:
         raise SystemExit(f"spprof supports Linux and macOS, not {sys.platform}")
     return portable + [str(EXT_DIR / p) for p in os_layer]

@@ -136,10 +136,10 @@ def test_uncaught_exception_is_printed_and_profile_still_written(tmp_path):
     assert "hot_function" in _hot_names(out)
 
 
-def test_sigterm_still_writes_the_profile(tmp_path):
+def test_sigterm_writes_the_profile_then_kills_the_process_by_sigterm(tmp_path):
     out = tmp_path / "t.json"
     r = run_python("-m", "spprof", "-q", "-o", str(out), TARGET, env={"ACTION": "sigterm"})
-    assert r.returncode == 128 + signal.SIGTERM
+    assert r.returncode == -signal.SIGTERM, r.stderr  # as `python` would end
     assert "hot_function" in _hot_names(out)
 
 
@@ -151,6 +151,7 @@ def test_ctrl_c_stops_the_program_and_writes_the_profile(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_sigint_default,
     )
     assert proc.stdout.readline().startswith("TARGET")
     import time
@@ -158,9 +159,14 @@ def test_ctrl_c_stops_the_program_and_writes_the_profile(tmp_path):
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    assert proc.returncode == -signal.SIGINT, err  # python ends an uncaught Ctrl-C so
     assert "KeyboardInterrupt" in err
     assert "hot_function" in _hot_names(out)
+
+
+def _sigint_default() -> None:
+    # A shell may leave SIGINT ignored in background jobs; a terminal's program has SIG_DFL.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize(
@@ -194,14 +200,77 @@ def test_script_with_syntax_error_and_directory(tmp_path):
     assert r.returncode == 2 and "directory" in r.stderr
 
 
-def test_installed_console_script_matches_python_m(tmp_path):
+def _console_script() -> str:
+    """The `spprof` command pip installed next to this interpreter (skips if there is none)."""
     exe = os.path.join(os.path.dirname(sys.executable), "spprof")
     if not os.path.exists(exe):
         pytest.skip("spprof console script not installed (running from a source tree)")
-    out = tmp_path / "s.json"
-    r = subprocess.run([exe, "-q", "-o", str(out), TARGET], capture_output=True, text=True)
+    return exe
+
+
+def _main_thread_roots(path) -> set:
+    """The root frame of every main-thread stack of a collapsed profile, as `name (file:line)`."""
+    roots = set()
+    for line in path.read_text().splitlines():
+        stack = line.rsplit(" ", 1)[0]
+        if "worker" not in stack:
+            roots.add(stack.split(";")[0])
+    return roots
+
+
+def test_installed_console_script_gives_the_same_profile_as_python_m(tmp_path):
+    exe = _console_script()
+    by_script = tmp_path / "s.txt"
+    by_module = tmp_path / "m.txt"
+    r = subprocess.run(
+        [exe, "-q", "-f", "collapsed", "-o", str(by_script), TARGET],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
-    assert "hot_function" in _hot_names(out)
+    r = run_python("-m", "spprof", "-q", "-f", "collapsed", "-o", str(by_module), TARGET)
+    assert r.returncode == 0, r.stderr
+    for path in (by_script, by_module):
+        text = path.read_text()
+        assert "hot_function" in text
+        # every stack starts at the program's <module>: no launcher, cli.py or runpy above it
+        roots = _main_thread_roots(path)
+        assert {root.split(" (")[0] for root in roots} == {"<module>"}, roots
+        assert all(TARGET in root for root in roots), roots
+        assert "spprof" not in text.replace(TARGET, "").replace(str(path), ""), text
+        assert "runpy" not in text, text
+
+
+def test_ctrl_c_through_the_console_script_shows_the_programs_frames_only(tmp_path):
+    exe = _console_script()
+    proc = subprocess.Popen(
+        [exe, "-q", "-o", str(tmp_path / "i.json"), TARGET],
+        env={**os.environ, "BURN": "30"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_sigint_default,
+    )
+    assert proc.stdout.readline().startswith("TARGET")
+    import time
+
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGINT, err
+    traceback = err[err.index("Traceback (most recent call last)") :]
+    entries = re.findall(r'^  File "([^"]+)"', traceback, re.M)
+    assert entries and set(entries) == {TARGET}, traceback
+    assert traceback.rstrip().endswith("KeyboardInterrupt"), traceback
+
+
+def test_uncaught_exception_traceback_has_no_runner_frames(tmp_path):
+    r = run_python(
+        "-m", "spprof", "-q", "-o", str(tmp_path / "x.json"), TARGET, env={"ACTION": "raise"}
+    )
+    assert r.returncode == 1
+    entries = re.findall(r'^  File "([^"]+)"', r.stderr, re.M)
+    assert entries and set(entries) == {TARGET}, r.stderr
 
 
 def test_debug_log_goes_to_stderr_from_normal_context(tmp_path):

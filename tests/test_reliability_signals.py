@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -14,7 +15,11 @@ import time
 
 import pytest
 
+import spprof
+from conftest import SCRIPTS
 from test_reliability_common import figure, run_workload, scale
+
+EXIT_SCRIPT = SCRIPTS / "cli_exit_signals.py"
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="SIGPROF-driven sampling is the Linux path"
@@ -61,7 +66,9 @@ def test_kill_prof_from_another_process_while_sampling(timer, handler):
             assert 0.2 <= r["weight_s"][name] / total <= 0.47, r
 
 
-def test_sigint_during_a_cli_session_with_threads_exits_130_and_writes_the_profile(tmp_path):
+def test_sigint_during_a_cli_session_with_threads_dies_by_sigint_and_writes_the_profile(
+    tmp_path,
+):
     out = tmp_path / "int.json"
     code = (
         "import threading, time, sys\n"
@@ -79,6 +86,7 @@ def test_sigint_during_a_cli_session_with_threads_exits_130_and_writes_the_profi
         stderr=subprocess.PIPE,
         text=True,
         env={k: v for k, v in os.environ.items() if k != "SPPROF_DEBUG"},
+        preexec_fn=_default_signals,
     )
     try:
         assert proc.stdout.readline().strip() == "READY"
@@ -87,13 +95,106 @@ def test_sigint_during_a_cli_session_with_threads_exits_130_and_writes_the_profi
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130, err
+    assert proc.returncode == -signal.SIGINT, err  # as `python` ends on Ctrl-C
     assert "KeyboardInterrupt" in err
     doc = json.loads(out.read_text())
     names = {p["name"] for p in doc["profiles"]}
     assert any("busy-" in n for n in names) and any("MainThread" in n for n in names), names
     frames = {f["name"] for f in doc["shared"]["frames"]}
     assert "busy" in frames
+
+
+# ---- the CLI and the signals that end a program ----------------------------------------------
+
+EXIT_SIGNALS = [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+
+
+def _default_signals() -> None:
+    """In the child: the actions a program started from a terminal has (a shell may have left
+    SIGINT/SIGQUIT ignored for background jobs), and no core file for SIGQUIT."""
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _run_until_signalled(tmp_path, how: str, signum: int, *extra: str):
+    """Run tests/scripts/cli_exit_signals.py under the CLI, send `signum` once it is READY and
+    has run 1 s; return (returncode, seconds from the signal to the end, stdout, stderr, out)."""
+    out = tmp_path / "p.spprof"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spprof", "-i", "1", "-o", str(out), str(EXIT_SCRIPT), how, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "SPPROF_DEBUG"},
+        preexec_fn=_default_signals,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "READY"
+        time.sleep(1.0)
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        try:
+            stdout, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, err = proc.communicate()
+            pytest.fail(f"still running 10 s after {signal.Signals(signum).name}: {err}")
+        return proc.returncode, time.monotonic() - sent, stdout, err, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _assert_worker_profiled(out) -> None:
+    profile = spprof.load(out)
+    burns = [s for s in profile.samples if any(f.function_name == "worker_burn" for f in s.frames)]
+    assert len(burns) >= 50, len(burns)  # ~1 s of the worker's CPU at 1 ms
+    assert {s.thread_name for s in burns} == {"worker"}
+
+
+@pytest.mark.parametrize("how", ["py", "c"])
+@pytest.mark.parametrize("signum", EXIT_SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_exit_signal_writes_the_profile_then_the_process_dies_by_it(tmp_path, signum, how):
+    # py: the main thread in Python with a non-daemon worker (threading._shutdown would wait
+    # for it forever); c: the main thread in one long C call, which returns only in 30 s.
+    rc, seconds, _, err, out = _run_until_signalled(tmp_path, how, signum)
+    figure(f"cli_exit_signal[{signal.Signals(signum).name},{how}]", seconds=round(seconds, 3))
+    assert rc == -signum, err  # killed by the signal, as without spprof
+    assert seconds < 2.0, err
+    assert "Profile written to" in err  # the summary
+    _assert_worker_profiled(out)
+
+
+@pytest.mark.parametrize("signum", EXIT_SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_exit_signal_while_c_code_holds_the_gil_says_so_and_still_dies_by_it(tmp_path, signum):
+    rc, seconds, _, err, out = _run_until_signalled(tmp_path, "gil", signum)
+    assert rc == -signum, err
+    assert seconds < 3.5, err
+    lines = [line for line in err.splitlines() if "could not be written" in line]
+    assert len(lines) == 1, err
+    assert "held the GIL in C code" in lines[0]
+    assert not out.exists()
+
+
+def test_sigint_in_python_code_prints_keyboardinterrupt_and_dies_by_sigint(tmp_path):
+    # A daemon worker: with a non-daemon one, python itself waits for it after Ctrl-C.
+    rc, seconds, _, err, out = _run_until_signalled(tmp_path, "py", signal.SIGINT, "daemon")
+    assert rc == -signal.SIGINT, err
+    assert seconds < 2.0, err
+    traceback = err[err.index("Traceback (most recent call last)") :]
+    assert traceback.rstrip().endswith("KeyboardInterrupt"), err
+    assert "cli_exit_signals.py" in traceback
+    assert "runpy" not in traceback and "spprof" not in traceback, traceback
+    _assert_worker_profiled(out)
+
+
+def test_the_programs_own_sigterm_handler_keeps_priority(tmp_path):
+    rc, _, stdout, err, out = _run_until_signalled(tmp_path, "own", signal.SIGTERM, "daemon")
+    assert "HANDLED" in stdout
+    assert rc == 7, err  # the program went on and exited by itself
+    _assert_worker_profiled(out)
 
 
 def test_application_installing_its_sigprof_handler_after_start_both_keep_working():

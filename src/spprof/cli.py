@@ -3,9 +3,13 @@
     spprof [-o FILE] [-f FORMAT] [-i MS] [--mode cpu|wall] [--native] [-q] [--top N]
            [--timer auto|thread|itimer] (script.py [args] | -m module [args] | -c code [args])
 
-The program runs as __main__ with the sys.argv and sys.path[0] `python` would give it. Its
-exit code passes through; an uncaught exception is printed as Python prints it and the profile
-is still written; so it is on Ctrl-C (exit 130) and SIGTERM (exit 143).
+The program runs as __main__ with the sys.argv and sys.path[0] `python` would give it, and
+ends as it would under `python`, after the profile is written: its exit code passes through;
+an uncaught exception (Ctrl-C's KeyboardInterrupt too) goes back to Python, which prints it
+through sys.excepthook without spprof's frames and ends the process its usual way (for
+KeyboardInterrupt: killed by SIGINT). SIGTERM, SIGHUP and SIGQUIT left at their default
+action are watched from a thread of spprof's (_ext._watch_exit_signals): the profile is
+written, then the process dies by the signal. Handlers the program installs take precedence.
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ import argparse
 import importlib.util
 import os
 import runpy
-import signal
 import sys
-import traceback
+import threading
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from types import TracebackType
+from typing import Any, Optional
 
-from . import _session
+from . import _debug, _ext, _session
 from .output import FORMATS, check_format, check_writable, guess_format, write
 from .report import summary
 from .tools import SUBCOMMANDS
@@ -181,18 +185,120 @@ def _prepare(kind: str, target: str, args: list[str]) -> Any:
     return lambda: exec(compiled, main_globals)
 
 
+# The frames that run the program: the package's CLI, runpy, and (added at each run) the
+# console-script wrapper pip generates (`bin/spprof`). Profiles and tracebacks drop them from
+# the root side, so both look as if `python` had run the program itself.
 _RUNNER_FILES = _session._package_files("cli.py", "__main__.py") | {
     os.path.abspath(runpy.__file__),
     "<frozen runpy>",
 }
 
 
-def _is_runner_frame(frame: Any) -> bool:
-    return _session._frame_in(frame, _RUNNER_FILES)
+def _launcher_files() -> frozenset[str]:
+    """The file that started this process, if it is a launcher of spprof's (the console script).
+
+    Read before the program runs: runpy replaces sys.argv[0] and __main__ for it. Both the name
+    as given (frames carry it so; the program may chdir) and the absolute path.
+    """
+    main = sys.modules.get("__main__")
+    names = {sys.argv[0] if sys.argv else "", getattr(main, "__file__", None) or ""}
+    out: set[str] = set()
+    for name in names:
+        if name and not name.startswith("<") and name != "-c" and os.path.isfile(name):
+            out |= {name, os.path.abspath(name)}
+    return frozenset(out)
 
 
-def _on_sigterm(signum: int, frame: Any) -> NoReturn:
-    raise SystemExit(128 + signum)
+def _is_runner_file(filename: str, files: frozenset[str]) -> bool:
+    return filename in files or (
+        not filename.startswith("<") and os.path.abspath(filename) in files
+    )
+
+
+def _program_traceback(
+    tb: Optional[TracebackType], files: frozenset[str]
+) -> Optional[TracebackType]:
+    """`tb` without the runner's entries at its root (the launcher, cli.py, runpy)."""
+    while (
+        tb is not None
+        and tb.tb_next is not None
+        and _is_runner_file(tb.tb_frame.f_code.co_filename, files)
+    ):
+        tb = tb.tb_next
+    return tb
+
+
+def _hand_back_to_python(files: frozenset[str]) -> None:
+    """Make Python print the exception now propagating out of main() as it prints the
+    program's own: through whatever sys.excepthook the program left, without our frames."""
+    hook = sys.excepthook
+
+    def program_excepthook(
+        etype: type[BaseException], value: BaseException, tb: Optional[TracebackType]
+    ) -> None:
+        tb = _program_traceback(tb, files)
+        if isinstance(value, BaseException):
+            value.with_traceback(tb)  # the default hook prints __traceback__, not `tb`
+        hook(etype, value, tb)
+
+    sys.excepthook = program_excepthook
+
+
+class _Recording:
+    """Stops the session and writes the profile, once: from the main thread when the program
+    ends, or from spprof's exit-signal thread when a signal ends it first."""
+
+    def __init__(
+        self, opts: argparse.Namespace, out: Path, fmt: str, runner_files: frozenset[str]
+    ) -> None:
+        self._opts = opts
+        self._out = out
+        self._fmt = fmt
+        self._runner_files = runner_files
+        self._lock = threading.Lock()
+        self._done = False
+        self._write_failed = False
+
+    def finish(self) -> bool:
+        """Write the profile (if not done yet); False when writing it failed."""
+        with self._lock:
+            if not self._done:
+                self._done = True
+                self._write_failed = not self._write()
+            return not self._write_failed
+
+    def on_exit_signal(self, signum: int) -> None:
+        # Runs on spprof's own thread, with the GIL; the process dies by `signum` on return.
+        try:
+            self.finish()
+        except BaseException as exc:  # the process ends either way: say why there is no profile
+            print(f"spprof: error: could not write the profile: {exc!r}", file=sys.stderr)
+
+    def _write(self) -> bool:
+        opts = self._opts
+        profile = _session.stop() if _session.is_active() else None
+        if profile is None:
+            return True
+        files = self._runner_files
+        profile.drop_root_frames(lambda frame: _is_runner_file(frame.filename, files))
+        if (opts.mode == "wall" and not opts.idle) or opts.gil:
+            # py-spy's convention: idle samples only on request, --gil keeps GIL holders only.
+            profile = profile.filter(idle=opts.idle or opts.mode != "wall", gil_only=opts.gil)
+        try:
+            written = write(profile, self._out, self._fmt)
+        except OSError as exc:
+            print(
+                # The OSError names the output path (output.write says so), not a temp file.
+                f"spprof: error: could not write the profile: {exc}",
+                file=sys.stderr,
+            )
+            return False
+        if not opts.quiet:
+            print(
+                summary(profile, top=max(1, opts.top), output=str(written), fmt=self._fmt),
+                file=sys.stderr,
+            )
+        return True
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -228,6 +334,7 @@ def record(argv: list[str]) -> int:
             raise CliError(
                 f"--max-overhead must be a percentage in (0, 100], got {opts.max_overhead}"
             )
+        launcher = _launcher_files()
         run = _prepare(kind, target, args)
     except CliError as exc:
         print(f"spprof: error: {exc}", file=sys.stderr)
@@ -236,57 +343,47 @@ def record(argv: list[str]) -> int:
         print(f"spprof: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    previous_sigterm = signal.getsignal(signal.SIGTERM)
-    if previous_sigterm in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    recording = _Recording(opts, out, fmt, _RUNNER_FILES | launcher)
+    try:
+        _ext._watch_exit_signals(recording.on_exit_signal)
+        watching = True
+    except (OSError, RuntimeError) as exc:  # the program runs regardless
+        _debug.debug(f"exit signals not watched: {exc}")
+        watching = False
     exit_code = 0
-    _session.start(
-        interval_ms=interval,
-        mode=opts.mode,
-        native=opts.native,
-        timer=opts.timer,
-        progress=not opts.quiet and sys.stderr.isatty(),
-        interpreter_frames=opts.interpreter_frames,
-        max_overhead_pct=opts.max_overhead,
-    )
+    uncaught: Optional[BaseException] = None
     try:
-        run()
-    except SystemExit as exc:
-        code = exc.code
-        if code is None:
-            exit_code = 0
-        elif isinstance(code, int):
-            exit_code = code
-        else:
-            print(code, file=sys.stderr)
-            exit_code = 1
-    except KeyboardInterrupt:
-        traceback.print_exc()
-        exit_code = 130
-    except BaseException:
-        # Print as Python would, without spprof's own frames at the top.
-        etype, value, tb = sys.exc_info()
-        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__):
-            tb = tb.tb_next
-        traceback.print_exception(etype, value, tb)
-        exit_code = 1
+        _session.start(
+            interval_ms=interval,
+            mode=opts.mode,
+            native=opts.native,
+            timer=opts.timer,
+            progress=not opts.quiet and sys.stderr.isatty(),
+            interpreter_frames=opts.interpreter_frames,
+            max_overhead_pct=opts.max_overhead,
+        )
+        try:
+            run()
+        except SystemExit as exc:
+            code = exc.code
+            if code is None:
+                exit_code = 0
+            elif isinstance(code, int):
+                exit_code = code
+            else:
+                print(code, file=sys.stderr)
+                exit_code = 1
+        except BaseException as exc:  # KeyboardInterrupt too: Python ends the process below
+            uncaught = exc
+        finally:
+            written = recording.finish()
     finally:
-        profile = _session.stop() if _session.is_active() else None
-    if profile is None:
-        return exit_code
-    profile.drop_root_frames(_is_runner_frame)
-    if (opts.mode == "wall" and not opts.idle) or opts.gil:
-        # py-spy's convention: idle samples only on request, --gil keeps GIL holders only.
-        profile = profile.filter(idle=opts.idle or opts.mode != "wall", gil_only=opts.gil)
-    try:
-        written = write(profile, out, fmt)
-    except OSError as exc:
-        # The OSError names the output path (output.write says so), not a temporary file.
-        print(f"spprof: error: could not write the profile: {exc}", file=sys.stderr)
-        return exit_code or 1
-    if not opts.quiet:
-        print(summary(profile, top=max(1, opts.top), output=str(written), fmt=fmt), file=sys.stderr)
-    return exit_code
+        if watching:
+            _ext._unwatch_exit_signals()
+    if uncaught is not None:
+        _hand_back_to_python(_RUNNER_FILES | launcher)
+        raise uncaught
+    return exit_code if written else (exit_code or 1)
 
 
 SUBCOMMAND_DISPATCH.update(SUBCOMMANDS)

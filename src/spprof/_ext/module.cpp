@@ -12,6 +12,7 @@
 
 #include "code_keepalive.h"
 #include "error.h"
+#include "exit_signals.h"
 #include "framewalker.h"
 #include "log.h"
 #include "platform/platform.h"
@@ -23,8 +24,9 @@ namespace spprof {
 namespace {
 
 struct ModuleState {
-    Session* session;      // the running session, or nullptr
-    PyObject* last_stats;  // stats() of the last stopped session
+    Session* session;                 // the running session, or nullptr
+    PyObject* last_stats;             // stats() of the last stopped session
+    ExitSignalWatcher* exit_watcher;  // the CLI's, while it runs a program, or nullptr
 };
 
 // How stats() names the signal samples arrive on: "SIGRTMIN+30", "SIGPROF", or "none".
@@ -360,6 +362,30 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     Py_RETURN_NONE;
 }
 
+PyObject* py_watch_exit_signals(PyObject* module, PyObject* callback) {
+    ModuleState* st = state_of(module);
+    if (!PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "_watch_exit_signals() needs a callable");
+        return nullptr;
+    }
+    if (st->exit_watcher != nullptr) return raise(Error::runtime("exit signals are already watched"));
+    Error e;
+    st->exit_watcher = ExitSignalWatcher::start(callback, &e);
+    if (st->exit_watcher == nullptr) return raise(e);
+    Py_RETURN_NONE;
+}
+
+PyObject* py_unwatch_exit_signals(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    if (st->exit_watcher != nullptr) {
+        ExitSignalWatcher* w = st->exit_watcher;
+        st->exit_watcher = nullptr;
+        w->stop();
+        delete w;
+    }
+    Py_RETURN_NONE;
+}
+
 PyObject* py_set_debug(PyObject*, PyObject* arg) {
     const int on = PyObject_IsTrue(arg);
     if (on < 0) return nullptr;
@@ -378,6 +404,11 @@ PyMethodDef kMethods[] = {
     {"drain", py_drain, METH_NOARGS, "drain the sample rings now"},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},
+    {"_watch_exit_signals", py_watch_exit_signals, METH_O,
+     "_watch_exit_signals(callback): on SIGTERM/SIGHUP/SIGQUIT left at SIG_DFL, call "
+     "callback(signum) from a thread of spprof's with the GIL, then die by the signal (the CLI)"},
+    {"_unwatch_exit_signals", py_unwatch_exit_signals, METH_NOARGS,
+     "stop watching; SIG_DFL goes back where spprof's handler still is"},
     {nullptr, nullptr, 0, nullptr}};
 
 int module_traverse(PyObject* module, visitproc visit, void* arg) {
@@ -407,5 +438,6 @@ PyMODINIT_FUNC PyInit__ext(void) {  // PyMODINIT_FUNC carries extern "C"
     auto* st = spprof::state_of(m);
     st->session = nullptr;
     st->last_stats = nullptr;
+    st->exit_watcher = nullptr;
     return m;
 }

@@ -145,6 +145,39 @@ bool platform_fault_guard_ready();
 // Times platform_fault_guard_keep() put the guard back in front. Any thread.
 uint64_t platform_fault_guard_retaken();
 
+// ---- exit signals (the CLI) --------------------------------------------------------------
+// Under the CLI, SIGTERM, SIGHUP and SIGQUIT end the program as they would without spprof,
+// after the profile is written. The handler (SIGNAL-SAFE, exit_signals_posix.cpp) only writes
+// the signal number into a pipe; the watcher thread (exit_signals.h) reads it, writes the
+// profile and calls platform_die_by_signal.
+//
+// Install the handler for each of those signals whose action is SIG_DFL now: an action the
+// program or a library set first keeps priority, and one it sets later replaces ours. With
+// SA_RESTART, so the program's restartable system calls go on. GIL held. Fails when the pipe
+// cannot be made; installing twice is an error.
+Error platform_exit_signals_install();
+// Watcher thread: blocks until a signal arrives and returns its number; 0 after
+// platform_exit_signals_wake(); -1 when the pipe is gone.
+int platform_exit_signals_wait();
+// Any thread: make platform_exit_signals_wait() return 0.
+void platform_exit_signals_wake();
+// GIL held, watcher joined: put SIG_DFL back where our handler still is, close the pipe.
+// Returns a signal that arrived after the watcher stopped reading (the caller should end the
+// process by it), else 0. Idempotent. In a forked child the same happens by itself
+// (pthread_atfork), and the handler of a child that still runs it acts as SIG_DFL.
+int platform_exit_signals_remove();
+// True in a forked child of the process that installed the handler: its watcher thread was
+// not copied, so there is nothing to wake or join. Any thread.
+bool platform_exit_signals_inherited();
+// Any thread: keep every signal away from the calling thread (spprof's own threads, so that
+// the program's signals land on the program's threads).
+void platform_block_signals_in_this_thread();
+// "SIGTERM", "SIGHUP", "SIGQUIT", else "signal" (a static string). Any thread.
+const char* platform_signal_name(int signo);
+// Any thread: restore `signo`'s default action and raise it, so that the process ends the
+// way it would without spprof (killed by the signal; a core dump for SIGQUIT where enabled).
+[[noreturn]] void platform_die_by_signal(int signo);
+
 // ---- clocks and ids (SIGNAL-SAFE) -----------------------------------------------------------
 uint64_t platform_monotonic_ns();
 // CPU time of another thread by native id; returns false when it is gone.

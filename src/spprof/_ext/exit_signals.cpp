@@ -1,0 +1,148 @@
+// exit_signals.cpp: the CLI's exit-signal watcher (exit_signals.h).
+#include "exit_signals.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "platform/platform.h"
+
+namespace spprof {
+namespace {
+
+// How long the runner may wait for the GIL. Python threads hand it over within the switch
+// interval (5 ms); only C code that holds it takes longer, and then possibly forever. 2 s
+// keeps the whole exit well inside `docker stop`'s and systemd's 10 s before SIGKILL.
+constexpr auto kGilDeadline = std::chrono::seconds(2);
+
+// Shared by the watcher and its runner. Lives on the watcher's stack: handle() never returns.
+struct Handoff {
+    Handoff(int s, PyObject* cb) : signo(s), callback(cb) {}
+    const int signo;
+    PyObject* const callback;
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool gil_taken = false;  // the runner holds the GIL and will end the process
+    bool abandoned = false;  // the watcher gave up waiting and is ending the process
+};
+
+void say(const char* text) {
+    ssize_t ignored = write(2, text, std::strlen(text));
+    (void)ignored;
+}
+
+// Runner thread: takes the GIL (possibly never), calls the callback, ends the process.
+void* run_callback(void* arg) {
+    platform_block_signals_in_this_thread();
+    auto* h = static_cast<Handoff*>(arg);
+    PyGILState_Ensure();  // never released: the process ends below
+    {
+        std::lock_guard<std::mutex> lock(h->mutex);
+        if (h->abandoned) platform_die_by_signal(h->signo);
+        h->gil_taken = true;
+    }
+    h->cv.notify_all();
+    PyObject* result = PyObject_CallFunction(h->callback, "i", h->signo);
+    if (result == nullptr)
+        PyErr_WriteUnraisable(h->callback);
+    else
+        Py_DECREF(result);
+    platform_die_by_signal(h->signo);
+}
+
+}  // namespace
+
+ExitSignalWatcher::ExitSignalWatcher(PyObject* callback) : callback_(callback) { Py_INCREF(callback_); }
+
+ExitSignalWatcher::~ExitSignalWatcher() { Py_XDECREF(callback_); }
+
+ExitSignalWatcher* ExitSignalWatcher::start(PyObject* callback, Error* err) {
+    *err = platform_exit_signals_install();
+    if (!err->ok()) return nullptr;
+    auto* w = new ExitSignalWatcher(callback);
+    if (pthread_create(&w->thread_, nullptr, &ExitSignalWatcher::thread_main, w) != 0) {
+        *err = Error::runtime("could not start the exit-signal watcher thread");
+        platform_exit_signals_remove();
+        delete w;
+        return nullptr;
+    }
+    w->started_ = true;
+    return w;
+}
+
+void ExitSignalWatcher::stop() {
+    if (platform_exit_signals_inherited()) {
+        // A forked child: the thread was not copied, so there is nothing to wake or join.
+        platform_exit_signals_remove();
+        started_ = false;
+        return;
+    }
+    if (started_) {
+        platform_exit_signals_wake();
+        // A signal read before the wake-up ends the process from the watcher; join then never
+        // returns, and must not hold the GIL the runner needs.
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(thread_, nullptr);
+        Py_END_ALLOW_THREADS
+        started_ = false;
+    }
+    const int late = platform_exit_signals_remove();
+    if (late != 0) platform_die_by_signal(late);
+}
+
+void* ExitSignalWatcher::thread_main(void* self) {
+    platform_block_signals_in_this_thread();
+    auto* w = static_cast<ExitSignalWatcher*>(self);
+    for (;;) {
+        const int signo = platform_exit_signals_wait();
+        if (signo <= 0) return nullptr;  // stop(), or the pipe is gone
+        w->handle(signo);
+    }
+}
+
+void ExitSignalWatcher::handle(int signo) {
+    if (!Py_IsInitialized()) platform_die_by_signal(signo);
+    Handoff h(signo, callback_);
+    pthread_t runner;
+    if (pthread_create(&runner, nullptr, &run_callback, &h) == 0) {
+        pthread_detach(runner);
+        std::unique_lock<std::mutex> lock(h.mutex);
+        if (h.cv.wait_for(lock, kGilDeadline, [&h] { return h.gil_taken; })) {
+            lock.unlock();
+            // The runner ends the process once the profile is written; a second exit
+            // signal meanwhile ends it now.
+            for (;;) {
+                const int again = platform_exit_signals_wait();
+                if (again > 0) {
+                    char line[160];
+                    std::snprintf(line, sizeof line,
+                                  "spprof: second %s while writing the profile: ending now, the "
+                                  "profile may be incomplete\n",
+                                  platform_signal_name(again));
+                    say(line);
+                    platform_die_by_signal(again);
+                }
+                if (again < 0) {
+                    // No pipe to read: wait for the runner.
+                    lock.lock();
+                    h.cv.wait(lock, [] { return false; });
+                }
+            }
+        }
+        h.abandoned = true;
+    }
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "spprof: %s: the profile could not be written: a thread (the main thread, "
+                  "usually) held the GIL in C code for %lld s\n",
+                  platform_signal_name(signo),
+                  static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kGilDeadline).count()));
+    say(line);
+    platform_die_by_signal(signo);
+}
+
+}  // namespace spprof

@@ -1,0 +1,50 @@
+// exit_signals.h: the CLI's watcher for the signals that end a program (SIGTERM, SIGHUP,
+// SIGQUIT).
+//
+// The platform's handler (platform.h, "exit signals") writes each such signal into a pipe.
+// The watcher, a thread of spprof's with no Python thread state, blocks on that pipe. On a
+// signal it starts a runner thread that takes the GIL and calls the CLI's callback (stop the
+// session, write the profile, print the summary); the runner then ends the process by the
+// same signal, still holding the GIL so that no program code runs after the profile is
+// written. If the GIL cannot be had within kGilDeadline (a thread holds it in C code and never
+// lets go), the watcher says so on stderr and ends the process by the signal itself: a profile
+// is not worth a process that will not die. A second exit signal while the profile is being
+// written ends the process at once.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+
+#include "error.h"
+
+namespace spprof {
+
+class ExitSignalWatcher {
+   public:
+    // GIL held. Installs the handler and starts the watcher thread; `callback` is called with
+    // the signal number (GIL held, from the runner thread) and must not return early: the
+    // process ends when it returns. Returns nullptr and sets *err on failure.
+    static ExitSignalWatcher* start(PyObject* callback, Error* err);
+
+    // GIL held (released while joining). Stops the thread, puts SIG_DFL back where ours still
+    // is. If a signal arrived after the thread stopped reading, ends the process by it (the
+    // caller has written the profile by then). In a forked child, only forgets the handler.
+    void stop();
+
+    ~ExitSignalWatcher();
+    ExitSignalWatcher(const ExitSignalWatcher&) = delete;
+    ExitSignalWatcher& operator=(const ExitSignalWatcher&) = delete;
+
+   private:
+    explicit ExitSignalWatcher(PyObject* callback);
+    static void* thread_main(void* self);
+    [[noreturn]] void handle(int signo);
+
+    PyObject* callback_;  // strong reference, dropped by stop()
+    pthread_t thread_{};
+    bool started_ = false;
+};
+
+}  // namespace spprof
