@@ -83,6 +83,7 @@ PyObject* build_stats(const Session* s) {
               put(d, "walk_errors", PyLong_FromUnsignedLongLong(cs.walk_errors)) &&
               put(d, "walk_faults", PyLong_FromUnsignedLongLong(cs.walk_faults)) &&
               put(d, "native_faults", PyLong_FromUnsignedLongLong(cs.native_faults)) &&
+              put(d, "samples_in_subinterpreters", PyLong_FromUnsignedLongLong(cs.subinterpreter)) &&
               put(d, "samples_unguarded", PyLong_FromUnsignedLongLong(cs.unguarded)) &&
               put(d, "fault_guard_retaken", PyLong_FromUnsignedLongLong(platform_fault_guard_retaken())) &&
               put(d, "truncated_stacks", PyLong_FromUnsignedLongLong(cs.truncated)) &&

@@ -119,6 +119,10 @@ uint32_t Resolver::intern_frame(const FrameKey& key, int32_t first_line) {
 }
 
 uint32_t Resolver::resolve(const RawFrame& raw) {
+    if (raw.code == kSubinterpreterFrameCode) {
+        const uint32_t name = strings_.intern("<subinterpreter " + std::to_string(raw.fingerprint) + ">");
+        return intern_frame(FrameKey{name, strings_.intern(""), name, 0}, 0);
+    }
     CodeEntry* e = lookup_code(static_cast<uintptr_t>(raw.code), raw.fingerprint);
     const uint32_t instr = raw.instr & ~kInstrEntryFlag;
     if (e == nullptr || instr >= e->n_units) {

@@ -24,6 +24,11 @@ struct RawFrame {
 };
 static_assert(sizeof(RawFrame) == 16, "RawFrame is packed into the ring");
 
+// RawFrame.code of a synthetic leaf frame: the thread was running a subinterpreter, whose
+// frames are not read (its objects belong to another interpreter, maybe under another GIL);
+// RawFrame.fingerprint holds the interpreter's id. No object can live at address 1.
+constexpr uint64_t kSubinterpreterFrameCode = 1;
+
 enum SampleFlags : uint32_t {
     kSampleTruncated = 1u << 0,  // root side lost: more Python frames than kMaxPythonFrames,
                                  // or the walk met a torn link (a bad value or a fault)

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "capture_gate.h"
 #include "framewalker.h"
@@ -27,7 +28,7 @@ std::atomic<bool> g_drain_wanted{false};
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
         walk_errors{0}, walk_faults{0}, native_faults{0}, unguarded{0}, truncated{0}, idle{0},
-        native_unwinds{0}, native_fp_steps{0}, capture_ns{0};
+        native_unwinds{0}, native_fp_steps{0}, capture_ns{0}, subinterpreter{0};
     std::atomic<uint64_t> native_stops[10];
 };
 Counters g_counters;
@@ -44,6 +45,7 @@ struct CaptureWork {
     UnwindStatus native;
     bool python_done = false;
     bool native_ran = false;
+    int64_t subinterpreter = -1;  // 3.9-3.11: id of the subinterpreter this thread runs, else -1
 };
 
 // SIGNAL-SAFE, NO-HEAP. The reads of a capture: the Python walk, then the native unwind.
@@ -54,6 +56,18 @@ __attribute__((noinline)) SPPROF_NO_SANITIZE_ADDRESS void armed_walk(ThreadCtx* 
                                                                      const UnwindTables* unwind,
                                                                      CaptureWork* work) {
     work->py_end = frames;
+#if PY_VERSION_HEX < 0x030C0000
+    // Before 3.12 the thread's TSS entry stays its main-interpreter state while it runs a
+    // subinterpreter; the current (GIL-holding) state says so. That state may be another
+    // thread's, ending right now: read under the guard, and only if it was made by this
+    // thread. (run_string runs on the interpreter's first thread state, made by the thread
+    // that created it: on other threads the time stays on the line that called run_string.)
+    PyThreadState* current = _PyThreadState_UncheckedGet();
+    if (current != nullptr && reinterpret_cast<struct _ts*>(current) != ctx->tstate_ &&
+        plausible_address(reinterpret_cast<uintptr_t>(current), sizeof *current) &&
+        current->thread_id == ctx->ident_ && current->interp != PyInterpreterState_Main())
+        work->subinterpreter = PyInterpreterState_GetID(current->interp);
+#endif
     work->walk = walk_python_stack(DirectReader{}, tstate, frames, kMaxPythonFrames, &ctx->code_cache_,
                                    VolatileProgress{&work->py_end});
     work->python_done = true;
@@ -99,6 +113,35 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
     // The thread's own tstate from TSS: NULL once the thread deleted it (it is ending), and
     // never the GIL holder's, unlike PyThreadState_Get().
     PyThreadState* self = PyGILState_GetThisThreadState();
+    // A thread of ours running a subinterpreter (run_string, interpreters.Interpreter.exec)
+    // has that interpreter's thread state current. Its own (main-interpreter) chain is still
+    // the caller's, stable while the subinterpreter runs: walk that, under a leaf frame
+    // naming the subinterpreter.
+    int64_t subinterpreter = -1;
+    PyThreadState* sub = nullptr;
+    if (self != nullptr && reinterpret_cast<struct _ts*>(self) != ctx->tstate_ &&
+        self->interp != PyInterpreterState_Main()) {
+        // 3.12+: the TSS entry follows a swap. It may be a state the interpreter's creator made
+        // (run_string swaps to the interpreter's first thread state, whatever thread runs it),
+        // but it is bound to this thread now.
+        sub = self;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    else if (self != nullptr && reinterpret_cast<struct _ts*>(self) == ctx->tstate_) {
+        // 3.12+: the state attached to this thread right now, from libpython's thread-local
+        // (as PyGILState_Check reads it below): this thread's own, never another's.
+#if PY_VERSION_HEX >= 0x030D0000
+        PyThreadState* current = PyThreadState_GetUnchecked();
+#else
+        PyThreadState* current = _PyThreadState_UncheckedGet();
+#endif
+        if (current != nullptr && current != self && current->interp != PyInterpreterState_Main()) sub = current;
+    }
+#endif
+    if (sub != nullptr) {
+        subinterpreter = PyInterpreterState_GetID(sub->interp);
+        self = reinterpret_cast<PyThreadState*>(ctx->tstate_);
+    }
     if (self == nullptr || reinterpret_cast<struct _ts*>(self) != ctx->tstate_) {
         bump(g_counters.no_thread);
         return false;
@@ -159,6 +202,16 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         // Nothing readable at all: no record (counted above).
         ctx->busy_.store(false, std::memory_order_release);
         return false;
+    }
+    if (subinterpreter < 0) subinterpreter = work.subinterpreter;
+    if (subinterpreter >= 0) {
+        bump(g_counters.subinterpreter);
+        if (w.depth < kMaxPythonFrames) {
+            // Leaf first: the marker goes in front, the native pcs after the frames move along.
+            std::memmove(frames + 1, frames, w.depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t));
+            frames[0] = RawFrame{kSubinterpreterFrameCode, 0, static_cast<uint32_t>(subinterpreter)};
+            ++w.depth;
+        }
     }
     hdr->timestamp_ns = started;
     hdr->weight_ns = weight_ns;
@@ -284,6 +337,7 @@ CaptureStats capture_stats() {
     s.walk_faults = g_counters.walk_faults.load(std::memory_order_relaxed);
     s.native_faults = g_counters.native_faults.load(std::memory_order_relaxed);
     s.unguarded = g_counters.unguarded.load(std::memory_order_relaxed);
+    s.subinterpreter = g_counters.subinterpreter.load(std::memory_order_relaxed);
     s.truncated = g_counters.truncated.load(std::memory_order_relaxed);
     s.idle = g_counters.idle.load(std::memory_order_relaxed);
     s.capture_ns = g_counters.capture_ns.load(std::memory_order_relaxed);
@@ -302,6 +356,7 @@ void capture_reset_stats() {
     g_counters.walk_faults.store(0);
     g_counters.native_faults.store(0);
     g_counters.unguarded.store(0);
+    g_counters.subinterpreter.store(0);
     g_counters.truncated.store(0);
     g_counters.idle.store(0);
     g_counters.capture_ns.store(0);
