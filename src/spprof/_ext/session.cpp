@@ -405,7 +405,10 @@ void Session::retire(uint32_t slot) {
     refresh_cpu(id);
     rec.ended_ns = platform_monotonic_ns();
     live_by_tstate_.erase(rec.tstate);
-    table_.retire(ctx, rec.ended_ns);  // freed after its grace period (ThreadTable::collect)
+    table_.retire(ctx, rec.ended_ns);  // freed once no capture can hold it (ThreadTable::collect)
+    // Right away if the gate is empty now (one atomic load): a thread-per-request server
+    // retires thousands of threads between two drain passes.
+    collect_retired();
     slot_record_[slot] = kNoRecord;
     ++counters_.threads_ended;
     log_debug("thread ended: slot %u record %u ident %lu tid %llu, %llu samples", slot, id, rec.ident,
@@ -458,6 +461,14 @@ void Session::refresh_names() {
         name_bytes_ += rec.name.capacity();
     }
     Py_DECREF(active);
+}
+
+void Session::collect_retired() {
+    // Ended threads no capture can still hold. The Mach sampler keeps its own list of ctxs for
+    // a cycle, outside the gate: there a retired ctx also waits out a second.
+    if (table_.quarantined() == 0) return;
+    const bool gate_empty = capture_quiescent();
+    table_.collect(platform_monotonic_ns(), gate_empty, platform_samples_all_threads() ? 1'000'000'000ull : 0);
 }
 
 size_t Session::thread_memory_bytes() const {
@@ -604,10 +615,7 @@ void Session::drain_all() {
         if (ctx != nullptr && ctx->ring_) drain_ring(ctx->ring_.get());
     }
     drain_ring(&sampler_ring_);
-    // Ended threads no capture can still hold. The Mach sampler keeps its own list of ctxs for
-    // a cycle, outside the gate: there a retired ctx also waits out a second.
-    const bool gate_empty = capture_quiescent();
-    table_.collect(platform_monotonic_ns(), gate_empty, platform_samples_all_threads() ? 1'000'000'000ull : 0);
+    collect_retired();
     keepalive_.end_of_pass();
     ++counters_.drains;
 }

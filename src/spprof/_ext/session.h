@@ -154,6 +154,7 @@ private:
     uint32_t new_record();
     void scan_threads();
     void retire(uint32_t slot);
+    void collect_retired();
     void refresh_cpu_all();
     void refresh_names();
     void refresh_cpu(uint32_t record);
