@@ -31,7 +31,16 @@ SHIM_SOURCE = Path(__file__).resolve().parent / "native_shim" / "sigshim.c"
 # pystate.c for 3.9-3.13): this thread's own state from TSS, and "does this thread hold the
 # GIL" (the GIL holder's atomic on 3.9-3.11, libpython's initial-exec thread-local on 3.12+).
 # Adding a name here needs the same check.
-ALLOWED_PYAPI = {"PyGILState_GetThisThreadState", "PyGILState_Check"}
+# Each a plain load: the thread's TSS entry, the GIL holder (3.9-3.11) or libpython's
+# thread-local attached state (3.12+), the main interpreter, an interpreter's id field.
+ALLOWED_PYAPI = {
+    "PyGILState_GetThisThreadState",
+    "PyGILState_Check",
+    "_PyThreadState_UncheckedGet",
+    "PyThreadState_GetUnchecked",
+    "PyInterpreterState_Main",
+    "PyInterpreterState_GetID",
+}
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD shim: Linux"),
