@@ -31,6 +31,13 @@ public:
     RingBuffer& operator=(const RingBuffer&) = delete;
 
     size_t capacity() const { return capacity_; }
+    // Any thread: memory this ring has touched so far (its pages are untouched until written,
+    // see the constructor): what it adds to the process's RSS.
+    size_t touched_bytes() const {
+        const uint64_t written = head_.load(std::memory_order_relaxed);
+        const uint64_t pages = (written + 4095) & ~static_cast<uint64_t>(4095);
+        return pages < capacity_ ? static_cast<size_t>(pages) : capacity_;
+    }
 
     // ---- writer side: SIGNAL-SAFE, NO-HEAP ----------------------------------------------
     // Reserve `bytes` (rounded up to 8) of contiguous space. Returns nullptr when full.

@@ -20,6 +20,7 @@ namespace {
 
 constexpr uint32_t kNoStack = 0xFFFFFFFFu;  // last_stack_ entry of a thread with none yet
 constexpr uint32_t kNoRecord = 0xFFFFFFFFu;  // slot_record_ entry of a free slot
+constexpr size_t kRingPoolMax = 64;          // drained rings kept for new threads
 // Drain periods a pass may be put off while no ring is over a quarter full (250 ms at 50 ms).
 constexpr uint32_t kMaxIdlePeriods = 5;
 
@@ -389,7 +390,14 @@ void Session::retire(uint32_t slot) {
     while (ctx->busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
     if (ctx->ring_) {
         drain_ring(ctx->ring_.get());
-        ring_pool_.push_back(std::move(ctx->ring_));  // empty now: the next thread's ring
+        // Empty now: the next thread's ring. The pool keeps a few; a burst of threads does not
+        // keep its rings for the rest of the session.
+        if (ring_pool_.size() < kRingPoolMax) {
+            ring_pool_.push_back(std::move(ctx->ring_));
+        } else {
+            ctx->ring_.reset();
+            --rings_owned_;
+        }
     }
     rec.alive = false;
     // The thread's clock cannot be read any more. Its CPU timer counted its CPU up to the last
@@ -472,7 +480,15 @@ void Session::collect_retired() {
 }
 
 size_t Session::thread_memory_bytes() const {
-    return table_.memory_bytes() + rings_owned_ * config_.ring_bytes + records_.capacity() * sizeof(ThreadRecord) +
+    // Rings by the pages they touched: a 256 KiB ring of a thread that wrote two records costs
+    // the process 4 KiB, and counting capacity made a burst of short threads look like
+    // hundreds of megabytes (and drop every sample at the limit).
+    size_t rings = 0;
+    for (size_t i = 0; i < table_.slot_count(); ++i)
+        if (const ThreadCtx* ctx = table_.at(i))
+            if (ctx->ring_) rings += ctx->ring_->touched_bytes();
+    for (const auto& r : ring_pool_) rings += r->touched_bytes();
+    return table_.memory_bytes() + rings + records_.capacity() * sizeof(ThreadRecord) +
            name_bytes_ + (free_records_.capacity() + slot_record_.capacity() + last_stack_.capacity()) * sizeof(uint32_t) +
            ring_pool_.capacity() * sizeof(ring_pool_[0]) +
            (live_by_tstate_.size() + refused_.size()) * 4 * sizeof(void*);  // a node and a bucket each
