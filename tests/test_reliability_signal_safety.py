@@ -32,12 +32,12 @@ SHIM_SOURCE = Path(__file__).resolve().parent / "native_shim" / "sigshim.c"
 # GIL" (the GIL holder's atomic on 3.9-3.11, libpython's initial-exec thread-local on 3.12+).
 # Adding a name here needs the same check.
 # Each a plain load: the thread's TSS entry, the GIL holder (3.9-3.11) or libpython's
-# thread-local attached state (3.12+), the main interpreter, an interpreter's id field.
+# thread-local attached state (3.12+), the GIL holder (3.9-3.11), the main interpreter, an
+# interpreter's id field.
 ALLOWED_PYAPI = {
     "PyGILState_GetThisThreadState",
     "PyGILState_Check",
     "_PyThreadState_UncheckedGet",
-    "PyThreadState_GetUnchecked",
     "PyInterpreterState_Main",
     "PyInterpreterState_GetID",
 }

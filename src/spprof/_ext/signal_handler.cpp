@@ -126,18 +126,6 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         // but it is bound to this thread now.
         sub = self;
     }
-#if PY_VERSION_HEX >= 0x030C0000
-    else if (self != nullptr && reinterpret_cast<struct _ts*>(self) == ctx->tstate_) {
-        // 3.12+: the state attached to this thread right now, from libpython's thread-local
-        // (as PyGILState_Check reads it below): this thread's own, never another's.
-#if PY_VERSION_HEX >= 0x030D0000
-        PyThreadState* current = PyThreadState_GetUnchecked();
-#else
-        PyThreadState* current = _PyThreadState_UncheckedGet();
-#endif
-        if (current != nullptr && current != self && current->interp != PyInterpreterState_Main()) sub = current;
-    }
-#endif
     if (sub != nullptr) {
         subinterpreter = PyInterpreterState_GetID(sub->interp);
         self = reinterpret_cast<PyThreadState*>(ctx->tstate_);

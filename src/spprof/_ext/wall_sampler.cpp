@@ -164,18 +164,8 @@ void WallSampler::tick_threads() {
 }
 
 bool WallSampler::write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags) {
-    RawSampleHeader hdr{};
-    hdr.timestamp_ns = now_ns;
-    hdr.weight_ns = weight_ns;
-    hdr.native_tid = ctx->native_tid_;
-    hdr.thread_serial = ctx->serial_;
-    hdr.flags = flags;
-    if (!write_foreign_record(ctx, hdr, nullptr)) {
-        idle_dropped_.fetch_add(1, std::memory_order_relaxed);
-        return false;
-    }
+    if (!put_record(ctx, now_ns, weight_ns, flags, nullptr, 0)) return false;
     idle_.fetch_add(1, std::memory_order_relaxed);
-    capture_count_idle();
     return true;
 }
 
@@ -192,18 +182,25 @@ bool WallSampler::walk_outside(ThreadCtx* ctx, uint64_t cpu_before_ns, uint64_t 
         walks_lost_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
+    const uint32_t all = flags | (w.truncated || w.error ? kSampleTruncated : 0u);
+    if (!put_record(ctx, now_ns, weight_ns, all, frames, w.depth)) return false;
+    walks_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+bool WallSampler::put_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags,
+                             const RawFrame* frames, uint32_t depth) {
     RawSampleHeader hdr{};
     hdr.timestamp_ns = now_ns;
     hdr.weight_ns = weight_ns;
     hdr.native_tid = ctx->native_tid_;
     hdr.thread_serial = ctx->serial_;
-    hdr.flags = flags | (w.truncated || w.error ? kSampleTruncated : 0u);
-    hdr.depth = static_cast<uint16_t>(w.depth);
+    hdr.flags = flags;
+    hdr.depth = static_cast<uint16_t>(depth);
     if (!write_foreign_record(ctx, hdr, frames)) {
         idle_dropped_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
-    walks_.fetch_add(1, std::memory_order_relaxed);
     capture_count_idle();
     return true;
 }

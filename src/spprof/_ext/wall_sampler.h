@@ -72,6 +72,9 @@ private:
                       uint32_t flags);
     // Sampler thread: a record with no frames (the drain gives it the thread's last stack).
     bool write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags);
+    // Both of the above: the record (hdr + depth frames) into ctx's ring, counted either way.
+    bool put_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags,
+                    const struct RawFrame* frames, uint32_t depth);
 
     ThreadTable* const table_;
     const uint64_t census_ns_;
