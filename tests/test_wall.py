@@ -398,7 +398,7 @@ print(repr(rows))
 def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
     # Two threads share one CPU: each waits about half of its second of hashing, runnable
     # (preempted) or for the GIL between two hashes. All of that belongs to the hashing line,
-    # the runnable part flagged so, none of it to the sleep that follows.
+    # the runnable part flagged so, at most a scheduler slice of it to the sleep that follows.
     r = run_python("-c", RUNNABLE_SCRIPT, timeout=60)
     assert r.returncode == 0, r.stderr
     rows = eval(r.stdout.strip().splitlines()[-1])
@@ -411,8 +411,13 @@ def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
         runnable = sum(row[2] for row in mine if row[1] == hash_line and row[5])
         on_rest = sum(row[2] for row in mine if row[1] == rest_line)
         rest_idle = sum(row[2] for row in mine if row[1] == rest_line and row[4])
-        truth = (name, on_hash, runnable, on_rest)
+        rest_runnable = sum(row[2] for row in mine if row[1] == rest_line and row[5])
+        truth = (name, on_hash, runnable, on_rest, rest_idle, rest_runnable)
         assert 0.85e9 <= on_hash <= 1.15e9, truth
         assert runnable >= 0.03e9, truth
-        assert not any(row[5] for row in mine if row[1] == rest_line), truth
-        assert 0.25e9 <= on_rest <= 0.4e9 and rest_idle == on_rest, truth
+        # The sleep line can truly be runnable at its two edges: preempted between releasing the
+        # GIL and the syscall, or woken and waiting for the CPU (other CI jobs share it). That is
+        # scheduler latency, a few slices at most (seen once in CI, never in 24 runs alone);
+        # hashing time put on the wrong line would be hundreds of milliseconds.
+        assert rest_runnable <= 0.05e9, truth
+        assert 0.25e9 <= on_rest <= 0.4e9 and rest_idle + rest_runnable == on_rest, truth
