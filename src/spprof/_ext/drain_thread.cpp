@@ -1,0 +1,80 @@
+// drain_thread.cpp: the drain thread's loop (see drain_thread.h).
+#include "drain_thread.h"
+
+#include <chrono>
+
+#include "log.h"
+#include "platform/platform.h"
+#include "signal_handler.h"
+
+namespace spprof {
+
+namespace {
+
+// Drain periods a pass may be put off while no ring is over a quarter full (250 ms at 50 ms).
+constexpr uint32_t kMaxIdlePeriods = 5;
+
+}  // namespace
+
+void DrainThread::start(uint32_t period_ms, Pass pass, void* arg) {
+    period_ms_ = period_ms;
+    pass_ = pass;
+    pass_arg_ = arg;
+    stop_ = false;
+    if (pthread_create(&thread_, nullptr, &DrainThread::main, this) == 0) {
+        started_ = true;
+    } else {
+        log_warning("could not start the drain thread; samples are drained at stop() only");
+    }
+}
+
+void DrainThread::stop() {
+    if (!started_) return;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    // The drain thread may be waiting for the GIL we hold.
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(thread_, nullptr);
+    Py_END_ALLOW_THREADS
+    started_ = false;
+    tstate_ = nullptr;
+}
+
+void* DrainThread::main(void* arg) {
+    auto* self = static_cast<DrainThread*>(arg);
+    PyGILState_STATE gil = PyGILState_Ensure();
+    self->tstate_ = PyThreadState_Get();
+    PyThreadState* saved = PyEval_SaveThread();
+    const auto period = std::chrono::milliseconds(self->period_ms_);
+    // Each pass takes the GIL from the running program (a hand-off, two context switches, a
+    // thread scan): with the rings far from full, wait up to kMaxIdlePeriods periods between
+    // passes. A capture that fills its ring past a quarter, or an application that replaced
+    // our signal handler, gets a pass at the next wake-up.
+    // Where the platform's sampler writes one shared ring (macOS), every period.
+    const uint32_t max_idle = platform_samples_all_threads() ? 1 : kMaxIdlePeriods;
+    uint32_t idle_periods = 0;
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(self->mutex_);
+            self->cv_.wait_for(lock, period, [self] { return self->stop_; });
+            if (self->stop_) break;
+        }
+        // Every wake-up, without the GIL: a SIGSEGV/SIGBUS handler the program installed since
+        // the last one is put behind the fault guard again.
+        platform_fault_guard_keep();
+        if (++idle_periods < max_idle && !capture_take_drain_request() && !platform_handler_replaced())
+            continue;
+        idle_periods = 0;
+        PyEval_RestoreThread(saved);
+        self->pass_(self->pass_arg_);
+        saved = PyEval_SaveThread();
+    }
+    PyEval_RestoreThread(saved);
+    PyGILState_Release(gil);
+    return nullptr;
+}
+
+}  // namespace spprof

@@ -1,0 +1,58 @@
+// drain_thread.h: the drain thread: wakes every period and, when a pass is due, runs it with the GIL.
+//
+// Started by start(), joined by stop(). It holds its own thread state (tstate(), excluded
+// from sampling and invisible to threading) and wakes every period, but takes the GIL for a
+// pass only when a capture left its ring over a quarter full, when the application replaced
+// our sampling-signal handler, or at the latest every kMaxIdlePeriods-th wake-up: each pass
+// costs the running program a GIL hand-off and the drain a thread scan. Where the platform's
+// sampler writes one shared ring (macOS), every wake-up. Every wake-up, GIL or not, puts the
+// fault guard back in front of a SIGSEGV/SIGBUS handler the program installed meanwhile.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace spprof {
+
+class DrainThread {
+public:
+    using Pass = void (*)(void* arg);  // runs on the drain thread, GIL held
+
+    DrainThread() = default;
+    DrainThread(const DrainThread&) = delete;
+    DrainThread& operator=(const DrainThread&) = delete;
+
+    // GIL held. Starts the thread; without one (pthread_create failed: logged), no pass runs
+    // until stop() and started() stays false.
+    void start(uint32_t period_ms, Pass pass, void* arg);
+    // GIL held (released while joining: the thread may be waiting for it). After it returns
+    // the thread is gone and no pass runs.
+    void stop();
+    // In a forked child: the thread does not exist there and its mutex may be held: touch neither.
+    void abandon() { started_ = false; }
+
+    bool started() const { return started_; }
+    // GIL held. The drain thread's state (nullptr when not running), never sampled.
+    PyThreadState* tstate() const { return tstate_; }
+
+private:
+    static void* main(void* arg);
+
+    pthread_t thread_{};
+    bool started_ = false;
+    PyThreadState* tstate_ = nullptr;
+    uint32_t period_ms_ = 50;
+    Pass pass_ = nullptr;
+    void* pass_arg_ = nullptr;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+};
+
+}  // namespace spprof

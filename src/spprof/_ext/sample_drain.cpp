@@ -1,0 +1,97 @@
+// sample_drain.cpp: rings -> stacks and sample rows (see sample_drain.h).
+#include "sample_drain.h"
+
+#include "sample_record.h"
+
+namespace spprof {
+
+namespace {
+
+constexpr uint32_t kNoStack = 0xFFFFFFFFu;  // last_stack_ entry of a thread with none yet
+
+}  // namespace
+
+SampleDrain::SampleDrain(const SessionConfig& config, SessionThreads& threads, Resolver& resolver,
+                         StackStore& store, CodeKeepAlive& keepalive, SessionCounters& counters)
+    : config_(config),
+      threads_(threads),
+      store_(store),
+      keepalive_(keepalive),
+      counters_(counters),
+      namer_(resolver),
+      builder_(StackBuilderConfig{Resolver::kTruncatedFrame, Resolver::kNoPythonFrame, config.interpreter_frames}),
+      sampler_ring_(config.ring_bytes) {}
+
+void SampleDrain::slot_taken(uint32_t slot) {
+    if (last_stack_.size() <= slot) last_stack_.resize(slot + 1, kNoStack);
+    last_stack_[slot] = kNoStack;
+}
+
+void SampleDrain::drain_all(bool over_limit) {
+    over_limit_ = over_limit;
+    const ThreadTable& table = threads_.table();
+    for (size_t i = 0; i < table.slot_count(); ++i) {
+        ThreadCtx* ctx = table.at(i);
+        if (ctx != nullptr && ctx->ring_) drain_ring(ctx->ring_.get());
+    }
+    drain_ring(&sampler_ring_);
+    threads_.collect_retired();
+    keepalive_.end_of_pass();
+    ++counters_.drains;
+}
+
+void SampleDrain::drain_ring(RingBuffer* ring) {
+    size_t size = 0;
+    while (const void* rec = ring->peek(&size)) {
+        ++counters_.records;
+        const auto* hdr = static_cast<const RawSampleHeader*>(rec);
+        const auto* frames = reinterpret_cast<const RawFrame*>(hdr + 1);
+        // The record names its thread by slot (or by tid only, kNoThreadSerial); the profile
+        // by record id, which outlives the slot.
+        const uint32_t slot = hdr->thread_serial;
+        uint32_t id = threads_.record_of_slot(slot);
+        if (slot == kNoThreadSerial) id = threads_.record_of_tid(hdr->native_tid);
+        if (id == SessionThreads::kNoRecord) {
+            ++counters_.unknown_thread;
+            ring->pop();
+            continue;
+        }
+        const uint32_t serial = threads_.record(id).slot;  // last_stack_ is per slot
+        uint32_t flags = hdr->flags;
+        if (ring == &sampler_ring_ && !(flags & kSampleOnCpu)) {
+            // A sampler that sees every thread (Mach) also sees blocked ones: CPU mode keeps
+            // only what ran, wall mode keeps them as idle.
+            if (!config_.wall_mode) {
+                ++counters_.off_cpu_skipped;
+                ring->pop();
+                continue;
+            }
+            flags |= kSampleIdle;
+        }
+        if (last_stack_.size() <= serial) last_stack_.resize(serial + 1, kNoStack);
+        if (over_limit_) {
+            ++counters_.dropped_memory;
+            ring->pop();
+            continue;
+        }
+        uint32_t stack;
+        if ((flags & (kSampleIdle | kSampleRunnable)) && hdr->depth == 0 && last_stack_[serial] != kNoStack) {
+            stack = last_stack_[serial];  // blocked (or preempted) since its last stack: reuse it
+        } else {
+            const std::vector<uint32_t>& ids = builder_.build(*hdr, frames, namer_);
+            stack = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));
+            last_stack_[serial] = stack;
+        }
+        if (!(flags & kSampleStackOnly)) {
+            store_.add_sample(SampleRow{hdr->timestamp_ns, hdr->weight_ns, stack,
+                                        (id & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
+            ThreadRecord& owner = threads_.record(id);
+            ++owner.samples;
+            if (!config_.wall_mode && !owner.cpu_timer && hdr->timestamp_ns > owner.cpu_read_at_ns)
+                owner.weight_since_cpu_read += hdr->weight_ns;
+        }
+        ring->pop();
+    }
+}
+
+}  // namespace spprof

@@ -1,0 +1,73 @@
+// sample_drain.h: the drain's decoding: every ring's records -> interned stacks and sample rows in the store.
+//
+// Each record names its thread by slot (or by kernel tid only); the profile names it by
+// record id, which outlives the slot. A record gets its stack from the StackBuilder, except
+// an idle or runnable record without frames (wall mode: the thread blocked, or waited for a
+// CPU, since its last stack), which reuses the thread's last stack. Over the memory limit,
+// records are counted and dropped. Drain thread or stop(), GIL held (the resolver). Also the
+// thread registry's RingSink: an ended thread's ring is emptied before it is reused.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "code_keepalive.h"
+#include "resolver.h"
+#include "ringbuffer.h"
+#include "session_config.h"
+#include "session_threads.h"
+#include "stack_builder.h"
+#include "stack_store.h"
+
+namespace spprof {
+
+class SampleDrain final : public RingSink {
+public:
+    SampleDrain(const SessionConfig& config, SessionThreads& threads, Resolver& resolver, StackStore& store,
+                CodeKeepAlive& keepalive, SessionCounters& counters);
+    SampleDrain(const SampleDrain&) = delete;
+    SampleDrain& operator=(const SampleDrain&) = delete;
+
+    // The ring a sampler that sees every thread writes (the Mach sampler).
+    RingBuffer* sampler_ring() { return &sampler_ring_; }
+    // Native mode: eval-loop ranges for the interleaving (set at start).
+    StackBuilder& builder() { return builder_; }
+    const StackBuilder& builder() const { return builder_; }
+
+    // GIL held. One pass: every live thread's ring and the sampler's, then the retired ctxs no
+    // capture can hold are freed and the code keeper's pass ends. `over_limit`: the session
+    // is over its memory limit; records read until the next pass are dropped.
+    void drain_all(bool over_limit);
+    // RingSink. GIL held.
+    void drain_ring(RingBuffer* ring) override;
+    void slot_taken(uint32_t slot) override;
+
+    // The per-slot last stacks (part of the session's thread memory).
+    size_t memory_bytes() const { return last_stack_.capacity() * sizeof(uint32_t); }
+
+private:
+    // The resolver as the StackBuilder's FrameNamer.
+    class ResolverNamer final : public FrameNamer {
+    public:
+        explicit ResolverNamer(Resolver& resolver) : resolver_(resolver) {}
+        uint32_t python_frame(const RawFrame& raw) override { return resolver_.resolve(raw); }
+        uint32_t native_frame(uint64_t pc, bool* interpreter) override { return resolver_.resolve_native(pc, interpreter); }
+
+    private:
+        Resolver& resolver_;
+    };
+
+    const SessionConfig& config_;
+    SessionThreads& threads_;
+    StackStore& store_;
+    CodeKeepAlive& keepalive_;
+    SessionCounters& counters_;
+    ResolverNamer namer_;
+    StackBuilder builder_;
+    RingBuffer sampler_ring_;
+    std::vector<uint32_t> last_stack_;  // per slot: the stack idle records reuse
+    bool over_limit_ = false;
+};
+
+}  // namespace spprof

@@ -1,0 +1,44 @@
+// session_config.h: what a session is asked to do (SessionConfig) and what it counts (SessionCounters).
+//
+// Plain data shared by the session's parts (thread registry, drain) and read by module.cpp
+// for stats(). The session owns one of each; its parts hold references.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/platform.h"
+
+namespace spprof {
+
+struct SessionConfig {
+    uint64_t interval_ns = 10'000'000;
+    TimerKind timer = TimerKind::kAuto;
+    size_t memory_limit_bytes = 256u << 20;
+    size_t ring_bytes = 256u << 10;
+    uint32_t drain_interval_ms = 50;
+    bool wall_mode = false;  // sample every thread at the interval, running or blocked
+    bool progress = false;   // a live status line on stderr (the CLI sets it on a terminal)
+    bool native = false;     // unwind native frames too and interleave them with Python's
+    bool interpreter_frames = false;  // native mode: keep the interpreter's own C frames
+    double max_overhead_pct = 0;      // > 0: widen the interval to keep our cost under this
+};
+
+struct SessionCounters {
+    uint64_t drains = 0;
+    uint64_t records = 0;           // records read from rings
+    uint64_t dropped_memory = 0;    // records refused by the memory limit
+    uint64_t unknown_thread = 0;    // records naming no thread we know
+    uint64_t threads_discovered_by_scan = 0;
+    uint64_t threads_ended = 0;
+    uint64_t threads_registered = 0;     // every thread the session sampled, ever
+    uint64_t threads_unsampled = 0;      // ended without a sample: not in the profile
+    uint64_t threads_unsampled_cpu_ns = 0;
+    uint64_t threads_refused = 0;        // more alive at once than the table holds
+    uint64_t threads_alive_max = 0;
+    uint64_t attach_failures = 0;
+    uint64_t off_cpu_skipped = 0;   // sampler records of blocked threads dropped in CPU mode
+    uint64_t handler_retaken = 0;   // times the application replaced our SIGPROF handler
+};
+
+}  // namespace spprof

@@ -1,0 +1,318 @@
+// session_threads.cpp: registration, the scan, retirement and accounting of sampled threads (see session_threads.h).
+#include "session_threads.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "framewalker.h"
+#include "log.h"
+#include "platform/platform.h"
+#include "pyframes/thread_state.h"
+#include "sample_record.h"
+#include "signal_handler.h"
+#include "stack_store.h"
+#include "thread_names.h"
+#include "wall_sampler.h"
+
+namespace spprof {
+
+namespace {
+
+constexpr size_t kRingPoolMax = 64;  // drained rings kept for new threads
+
+// A freed thread state is often reused for the next thread, and pthread_t values are reused
+// too: only the kernel tid tells two threads with the same tstate and ident apart.
+bool same_thread(const ThreadRecord& rec, PyThreadState* ts, uint64_t tid) {
+    return rec.ident == ts->thread_id && rec.native_tid == tid;
+}
+
+}  // namespace
+
+SessionThreads::SessionThreads(const SessionConfig& config, SessionCounters& counters)
+    : config_(config), counters_(counters) {}
+
+void SessionThreads::name_from_threading(ThreadRecord& rec) {
+    ThreadingNames names;
+    if (names.name_of(rec.ident, &rec.name)) rec.name_from_threading = true;
+}
+
+uint32_t SessionThreads::new_record() {
+    if (!free_records_.empty()) {
+        const uint32_t id = free_records_.back();
+        free_records_.pop_back();
+        records_[id] = ThreadRecord{};
+        return id;
+    }
+    if (records_.size() > kSerialMask) return kNoRecord;  // the sample row's field is full
+    records_.emplace_back();
+    return static_cast<uint32_t>(records_.size() - 1);
+}
+
+ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid) {
+    // A thread the table cannot hold (kMaxThreads alive at once, or 16M sampled threads in
+    // one session) is counted once and left unsampled; the scan tries it again each pass.
+    const uint32_t slot = table_.take_slot();
+    const uint32_t id = slot == ThreadTable::kNoSlot ? kNoRecord : new_record();
+    if (id == kNoRecord) {
+        if (slot != ThreadTable::kNoSlot) table_.give_back(slot);
+        auto r = refused_.emplace(ts, tid);
+        if (r.second || r.first->second != tid) {
+            r.first->second = tid;
+            ++counters_.threads_refused;
+            log_debug("thread %llu not sampled: %zu threads alive, the most one session holds at once",
+                      static_cast<unsigned long long>(tid), table_.live());
+        }
+        return nullptr;
+    }
+    std::unique_ptr<RingBuffer> ring;
+    if (!ring_pool_.empty()) {
+        ring = std::move(ring_pool_.back());
+        ring_pool_.pop_back();
+    } else {
+        ring.reset(new RingBuffer(config_.ring_bytes));
+        ++rings_owned_;
+    }
+    auto ctx = std::make_unique<ThreadCtx>(slot, next_generation_++, reinterpret_cast<struct _ts*>(ts), tid,
+                                           ident, std::move(ring));
+    if (config_.native) platform_thread_stack_bounds(ident, &ctx->stack_lo_, &ctx->stack_hi_);
+    if (slot_record_.size() <= slot) slot_record_.resize(slot + 1, kNoRecord);
+    if (sink_ != nullptr) sink_->slot_taken(slot);
+    slot_record_[slot] = id;
+    ThreadRecord& rec = records_[id];
+    rec.ident = ident;
+    rec.native_tid = tid;
+    rec.tstate = ts;
+    rec.slot = slot;
+    rec.registered_ns = platform_monotonic_ns();
+    rec.cpu_read_at_ns = rec.registered_ns;
+    platform_thread_cpu_ns_of(tid, ident, &rec.cpu_start_ns);
+    rec.cpu_last_ns = rec.cpu_start_ns;
+    ctx->last_cpu_ns_.store(rec.cpu_start_ns, std::memory_order_relaxed);
+    rec.name = os_thread_name(tid);
+    name_from_threading(rec);
+    name_bytes_ += rec.name.capacity();
+    ThreadCtx* raw = table_.add(std::move(ctx));
+    live_by_tstate_[ts] = slot;
+    refused_.erase(ts);
+    ++counters_.threads_registered;
+    if (table_.live() > counters_.threads_alive_max) counters_.threads_alive_max = table_.live();
+    Error e = platform_thread_attach(raw);
+    if (!e.ok()) ++counters_.attach_failures;
+    rec.cpu_timer = raw->cpu_timer_armed_.load(std::memory_order_acquire);
+    if (config_.wall_mode) {
+        if (ts == PyThreadState_Get()) {
+            raw->needs_first_sample_.store(true, std::memory_order_release);  // it is running
+        } else {
+            record_initial_stack(raw, ts);  // not running Python while we hold the GIL
+        }
+    }
+    log_debug("thread registered: slot %u record %u ident %lu tid %llu%s", slot, id, ident,
+              static_cast<unsigned long long>(tid), e.ok() ? "" : " (not armed)");
+    return raw;
+}
+
+void SessionThreads::register_current(PyThreadState* ts) {
+    const uint64_t tid = platform_current_tid();
+    auto it = live_by_tstate_.find(ts);
+    if (it != live_by_tstate_.end() && same_thread(records_[slot_record_[it->second]], ts, tid)) {
+        // The scan can find a new thread before threading has put it in _active; the hook
+        // runs after that, so this is the first moment its name is certain to be there.
+        ThreadRecord& rec = records_[slot_record_[it->second]];
+        if (!rec.name_from_threading) {
+            name_bytes_ -= rec.name.capacity();
+            name_from_threading(rec);
+            name_bytes_ += rec.name.capacity();
+        }
+        return;
+    }
+    // Same tstate memory (and maybe the same pthread_t), new thread: the old one has ended.
+    if (it != live_by_tstate_.end()) retire(it->second);
+    register_thread(ts, ts->thread_id, tid);  // a thread the table cannot hold is counted there
+}
+
+void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
+    // Called with the GIL held. New thread states are only ever linked at the head of the
+    // list (fully initialised first) and a thread unlinks its own state with the GIL held,
+    // so walking the list under the GIL sees a consistent chain.
+    PyInterpreterState* interp = PyThreadState_Get()->interp;
+    seen_.clear();
+    for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr;
+         ts = PyThreadState_Next(ts)) {
+        if (ts == exclude || !tstate_bound(ts)) continue;  // ours, or not its thread's yet
+        const uint64_t tid = tstate_native_tid(ts);
+        if (tid == 0) continue;  // native id not written yet: next scan
+        auto it = live_by_tstate_.find(ts);
+        if (it != live_by_tstate_.end() && same_thread(records_[slot_record_[it->second]], ts, tid)) {
+            seen_.push_back(ts);
+            continue;
+        }
+        if (it != live_by_tstate_.end()) retire(it->second);
+        seen_.push_back(ts);
+        if (register_thread(ts, ts->thread_id, tid) != nullptr && count_found)
+            ++counters_.threads_discovered_by_scan;
+    }
+    std::sort(seen_.begin(), seen_.end());
+    std::vector<uint32_t> gone;
+    for (const auto& kv : live_by_tstate_)
+        if (!std::binary_search(seen_.begin(), seen_.end(), kv.first)) gone.push_back(kv.second);
+    for (uint32_t slot : gone) retire(slot);
+    if (!refused_.empty()) {  // forget refused threads that ended: a new one counts again
+        for (auto r = refused_.begin(); r != refused_.end();) {
+            if (!std::binary_search(seen_.begin(), seen_.end(), r->first)) {
+                r = refused_.erase(r);
+            } else {
+                ++r;
+            }
+        }
+    }
+}
+
+void SessionThreads::retire(uint32_t slot) {
+    ThreadCtx* ctx = slot < table_.slot_count() ? table_.at(slot) : nullptr;
+    if (ctx == nullptr || slot >= slot_record_.size() || slot_record_[slot] == kNoRecord) return;
+    const uint32_t id = slot_record_[slot];
+    ThreadRecord& rec = records_[id];
+    if (!rec.alive) return;
+    platform_thread_detach(ctx);
+    // The thread deleted its own thread state before we saw it gone; from then on its
+    // handler finds no tstate and never touches the ring, so draining and reusing it is safe.
+    ctx->state_.store(ThreadState::kDetached, std::memory_order_release);
+    // Take the ring's turn for good: the wall sampler may be writing an idle record right
+    // now; once we hold busy_, nobody writes this ring again.
+    while (ctx->busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+    if (ctx->ring_) {
+        if (sink_ != nullptr) sink_->drain_ring(ctx->ring_.get());
+        // Empty now: the next thread's ring. The pool keeps a few; a burst of threads does not
+        // keep its rings for the rest of the session.
+        if (ring_pool_.size() < kRingPoolMax) {
+            ring_pool_.push_back(std::move(ctx->ring_));
+        } else {
+            ctx->ring_.reset();
+            --rings_owned_;
+        }
+    }
+    rec.alive = false;
+    // The thread's clock cannot be read any more. Its CPU timer counted its CPU up to the last
+    // expiry (less than one interval short); without one, add what its samples saw since the
+    // last reading.
+    if (rec.cpu_timer) {
+        const uint64_t counted = rec.cpu_start_ns + ctx->timer_cpu_ns_.load(std::memory_order_relaxed);
+        if (counted > rec.cpu_last_ns) rec.cpu_last_ns = counted;
+    } else {
+        rec.cpu_last_ns += rec.weight_since_cpu_read;
+    }
+    rec.weight_since_cpu_read = 0;
+    refresh_cpu(id);
+    rec.ended_ns = platform_monotonic_ns();
+    live_by_tstate_.erase(rec.tstate);
+    table_.retire(ctx, rec.ended_ns);  // freed once no capture can hold it (ThreadTable::collect)
+    // Right away if the gate is empty now (one atomic load): a thread-per-request server
+    // retires thousands of threads between two drain passes.
+    collect_retired();
+    slot_record_[slot] = kNoRecord;
+    ++counters_.threads_ended;
+    log_debug("thread ended: slot %u record %u ident %lu tid %llu, %llu samples", slot, id, rec.ident,
+              static_cast<unsigned long long>(rec.native_tid), static_cast<unsigned long long>(rec.samples));
+    if (rec.samples == 0) {
+        // Nothing in the profile names it: a thread-per-request server leaves no trace per
+        // request, only these two counters.
+        ++counters_.threads_unsampled;
+        counters_.threads_unsampled_cpu_ns += rec.cpu_last_ns > rec.cpu_start_ns ? rec.cpu_last_ns - rec.cpu_start_ns : 0;
+        name_bytes_ -= rec.name.capacity();
+        rec = ThreadRecord{};
+        rec.alive = false;
+        rec.free = true;
+        free_records_.push_back(id);
+    }
+}
+
+void SessionThreads::refresh_cpu(uint32_t id) {
+    ThreadRecord& rec = records_[id];
+    uint64_t now = 0;
+    const uint64_t read_at = platform_monotonic_ns();
+    if (rec.alive && platform_thread_cpu_ns_of(rec.native_tid, rec.ident, &now) && now >= rec.cpu_last_ns) {
+        rec.cpu_last_ns = now;
+        rec.cpu_read_at_ns = read_at;
+        rec.weight_since_cpu_read = 0;
+    }
+    // Readings taken by others while the thread lived: the Mach sampler's at each sample, the
+    // wall census's every period.
+    const ThreadCtx* ctx = rec.slot < table_.slot_count() ? table_.at(rec.slot) : nullptr;
+    if (ctx != nullptr && slot_record_[rec.slot] == id) {
+        const uint64_t at_sample = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
+        const uint64_t at_census = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
+        const uint64_t seen = at_sample > at_census ? at_sample : at_census;
+        if (seen > rec.cpu_last_ns) rec.cpu_last_ns = seen;
+    }
+}
+
+void SessionThreads::refresh_cpu_all() {
+    for (uint32_t id = 0; id < records_.size(); ++id)
+        if (records_[id].alive) refresh_cpu(id);
+}
+
+void SessionThreads::refresh_names() {
+    ThreadingNames names;
+    if (!names.available()) return;
+    for (auto& rec : records_) {
+        if (!rec.alive) continue;
+        name_bytes_ -= rec.name.capacity();
+        if (names.name_of(rec.ident, &rec.name)) rec.name_from_threading = true;
+        name_bytes_ += rec.name.capacity();
+    }
+}
+
+void SessionThreads::collect_retired() {
+    // Ended threads no capture can still hold. The Mach sampler keeps its own list of ctxs for
+    // a cycle, outside the gate: there a retired ctx also waits out a second.
+    if (table_.quarantined() == 0) return;
+    const bool gate_empty = capture_quiescent();
+    table_.collect(platform_monotonic_ns(), gate_empty, platform_samples_all_threads() ? 1'000'000'000ull : 0);
+}
+
+void SessionThreads::mark_running_at_stop() {
+    for (auto& r : records_) {
+        if (r.alive) {
+            r.alive = false;
+            r.ended_ns = 0;  // still running at stop: "ended" means ended before stop()
+        }
+    }
+}
+
+uint32_t SessionThreads::record_of_tid(uint64_t tid) const {
+    for (size_t i = records_.size(); i-- > 0;)
+        if (records_[i].alive && records_[i].native_tid == tid) return static_cast<uint32_t>(i);
+    return kNoRecord;
+}
+
+size_t SessionThreads::memory_bytes() const {
+    // Rings by the pages they touched: a 256 KiB ring of a thread that wrote two records costs
+    // the process 4 KiB, and counting capacity made a burst of short threads look like
+    // hundreds of megabytes (and drop every sample at the limit).
+    size_t rings = 0;
+    for (size_t i = 0; i < table_.slot_count(); ++i)
+        if (const ThreadCtx* ctx = table_.at(i))
+            if (ctx->ring_) rings += ctx->ring_->touched_bytes();
+    for (const auto& r : ring_pool_) rings += r->touched_bytes();
+    return table_.memory_bytes() + rings + records_.capacity() * sizeof(ThreadRecord) + name_bytes_ +
+           (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
+           ring_pool_.capacity() * sizeof(ring_pool_[0]) +
+           (live_by_tstate_.size() + refused_.size()) * 4 * sizeof(void*);  // a node and a bucket each
+}
+
+void SessionThreads::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {
+    // GIL held: a thread that is not us cannot change its Python frames now, so its chain is
+    // stable for the walk. Idle records reuse this stack until the thread runs again.
+    RawFrame frames[kMaxPythonFrames];
+    const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(ts), frames,
+                                           kMaxPythonFrames);
+    RawSampleHeader hdr{};
+    hdr.timestamp_ns = platform_monotonic_ns();
+    hdr.native_tid = ctx->native_tid_;
+    hdr.thread_serial = ctx->serial_;
+    hdr.flags = kSampleStackOnly | (w.truncated ? kSampleTruncated : 0u);
+    hdr.depth = static_cast<uint16_t>(w.depth);
+    write_foreign_record(ctx, hdr, frames);
+}
+
+}  // namespace spprof

@@ -1,0 +1,130 @@
+// session_threads.h: the session's sampled threads: registration, the scan, retirement, records, names, CPU time.
+//
+// Every Python thread the session samples gets a slot in the ThreadTable (the ThreadCtx the
+// signal path reads), a ring (from a pool of drained rings when one is free) and a
+// ThreadRecord (what the profile says about it). Threads are found three ways: a scan of the
+// interpreter's thread states at start() and on every drain pass (threads made from C),
+// and the threading hook, on the new thread itself (register_current). When a thread ends
+// (its state is gone, or reused by another thread), it is retired: timer detached, ring
+// emptied through the RingSink (the drain) and pooled, ctx quarantined in the table until no
+// capture can hold it. A thread that ended without a sample leaves no record.
+// All of it normal context, GIL held (one caller at a time: Python calls, the drain thread).
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ringbuffer.h"
+#include "session_config.h"
+#include "thread_table.h"
+
+namespace spprof {
+
+// What the profile says about one sampled thread (by record id, the serial in SampleRow). A
+// thread that ends without a single sample leaves no record: its id is reused.
+struct ThreadRecord {
+    unsigned long ident = 0;       // threading.get_ident()
+    uint64_t native_tid = 0;       // threading.get_native_id()
+    std::string name;              // threading name, else the OS name
+    bool name_from_threading = false;
+    uint64_t cpu_start_ns = 0;     // thread CPU clock when registered
+    uint64_t cpu_last_ns = 0;      // last reading while alive
+    uint64_t cpu_read_at_ns = 0;   // monotonic time of that reading
+    bool cpu_timer = false;        // a per-thread CPU timer counted its CPU (ThreadCtx::timer_cpu_ns_)
+    // Without a CPU timer (itimer fallback): CPU time of the samples taken after that reading
+    // (a sample taken before it but drained after is already in the reading).
+    uint64_t weight_since_cpu_read = 0;
+    uint64_t registered_ns = 0;
+    uint64_t ended_ns = 0;         // 0 while alive
+    PyThreadState* tstate = nullptr;
+    uint32_t slot = 0;             // its ThreadTable slot while alive
+    uint64_t samples = 0;          // samples stored for it
+    bool alive = true;
+    bool free = false;             // ended without samples: id free for the next thread
+};
+
+// Where a thread's samples go (the drain). GIL held, called by SessionThreads.
+class RingSink {
+public:
+    // An ended thread's ring, no longer written by anyone: empty it into the profile now, its
+    // thread's record still in place, before the ring goes to the next thread.
+    virtual void drain_ring(RingBuffer* ring) = 0;
+    // A new thread took `slot`: nothing known about the slot's previous thread applies to it.
+    virtual void slot_taken(uint32_t slot) = 0;
+
+protected:
+    ~RingSink() = default;
+};
+
+class SessionThreads {
+public:
+    static constexpr uint32_t kNoRecord = 0xFFFFFFFFu;  // no record: a free slot, an unknown thread
+
+    SessionThreads(const SessionConfig& config, SessionCounters& counters);
+    SessionThreads(const SessionThreads&) = delete;
+    SessionThreads& operator=(const SessionThreads&) = delete;
+
+    // Before the first registration: where retired threads' rings are drained.
+    void set_ring_sink(RingSink* sink) { sink_ = sink; }
+
+    // GIL held. Registers thread states not seen before, retires threads whose state is gone
+    // or reused. `exclude`: a state never sampled (the drain thread's). `count_found`: new
+    // threads count as threads_discovered_by_scan (the drain's scans, not start()'s).
+    void scan(PyThreadState* exclude, bool count_found);
+    // GIL held, on the thread that owns `ts` (the threading hook). Idempotent; retires the
+    // previous thread of a reused state; names the thread from threading when it is known.
+    void register_current(PyThreadState* ts);
+    // GIL held. CPU times of the live threads from their clocks.
+    void refresh_cpu_all();
+    // GIL held. Names of the live threads from threading._active (a rename is kept).
+    void refresh_names();
+    // GIL held. Frees the retired ctxs no capture can still hold.
+    void collect_retired();
+    // stop(), after the last drain: threads still alive are "running at stop", not ended.
+    void mark_running_at_stop();
+
+    ThreadTable& table() { return table_; }
+    const ThreadTable& table() const { return table_; }
+    const std::vector<ThreadRecord>& records() const { return records_; }
+    ThreadRecord& record(uint32_t id) { return records_[id]; }
+    // The record of the live thread in `slot`, or kNoRecord.
+    uint32_t record_of_slot(uint32_t slot) const { return slot < slot_record_.size() ? slot_record_[slot] : kNoRecord; }
+    // The record of the live thread with kernel tid `tid`, or kNoRecord.
+    uint32_t record_of_tid(uint64_t tid) const;
+    size_t live_count() const { return live_by_tstate_.size(); }
+    // Contexts alive and in quarantine, the pages rings in use and pooled touched, records,
+    // names and the indexes.
+    size_t memory_bytes() const;
+
+private:
+    ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid);
+    uint32_t new_record();
+    void retire(uint32_t slot);
+    void refresh_cpu(uint32_t record);
+    void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
+    void name_from_threading(ThreadRecord& rec);
+
+    const SessionConfig& config_;
+    SessionCounters& counters_;
+    RingSink* sink_ = nullptr;
+    ThreadTable table_;
+    std::vector<ThreadRecord> records_;
+    std::vector<uint32_t> free_records_;        // ids of records with free set
+    std::vector<uint32_t> slot_record_;         // by slot: the record of its live thread
+    std::vector<std::unique_ptr<RingBuffer>> ring_pool_;  // rings of ended threads, drained
+    size_t rings_owned_ = 0;                     // rings allocated (in use or pooled)
+    size_t name_bytes_ = 0;                      // sum of record name capacities
+    uint64_t next_generation_ = 1;
+    std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
+    std::unordered_map<PyThreadState*, uint64_t> refused_;  // tstate -> tid: not held, counted once
+    std::vector<PyThreadState*> seen_;   // scan scratch, reused
+};
+
+}  // namespace spprof

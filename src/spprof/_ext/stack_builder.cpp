@@ -1,0 +1,71 @@
+// stack_builder.cpp: records -> stacks of frame ids, with native/Python interleaving (see stack_builder.h).
+#include "stack_builder.h"
+
+namespace spprof {
+
+StackBuilder::StackBuilder(const StackBuilderConfig& config) : config_(config) {
+    stack_.reserve(kMaxPythonFrames + 1);
+}
+
+const std::vector<uint32_t>& StackBuilder::build(const RawSampleHeader& hdr, const RawFrame* frames,
+                                                 FrameNamer& namer) {
+    const uint32_t depth = hdr.depth <= kMaxPythonFrames ? hdr.depth : kMaxPythonFrames;
+    if (hdr.native_depth > 0) {
+        build_mixed(hdr, frames, depth, namer);
+    } else {
+        stack_.clear();
+        if (hdr.flags & kSampleTruncated) stack_.push_back(config_.truncated_frame);
+        for (uint32_t i = depth; i-- > 0;) stack_.push_back(namer.python_frame(frames[i]));
+    }
+    // A thread caught with no Python frame at all (starting, ending, or C code between
+    // two callbacks): its time is real, so it is kept under a frame that says so.
+    if (stack_.empty()) stack_.push_back(config_.no_python_frame);
+    return stack_;
+}
+
+void StackBuilder::build_mixed(const RawSampleHeader& hdr, const RawFrame* frames, uint32_t depth,
+                               FrameNamer& namer) {
+    // Leaf to root over the native frames; at each eval-loop frame, the Python frames of that
+    // eval call: from the next unused one up to and including the next entry frame (every
+    // frame on 3.9/3.10, is_entry on 3.11, the frame under a C-stack shim on 3.12+). So a
+    // C -> Python -> C -> Python chain reads in true call order. Result: stack_, root first.
+    const auto* pcs = reinterpret_cast<const uint64_t*>(frames + hdr.depth);
+    const uint32_t native_depth = hdr.native_depth <= kMaxNativeFrames ? hdr.native_depth : kMaxNativeFrames;
+    native_.clear();
+    uint32_t py = 0;
+    size_t outermost_python = 0;  // native_ size right after the last Python frame pushed
+    for (uint32_t i = 0; i < native_depth; ++i) {
+        const uint64_t lookup = i == 0 ? pcs[i] : pcs[i] - 1;  // a return address points past the call
+        if (eval_.count > 0 && is_eval_frame(eval_, lookup)) {
+            if (config_.interpreter_frames) {
+                bool interp = false;
+                native_.push_back(namer.native_frame(lookup, &interp));
+            }
+            while (py < depth) {
+                const RawFrame& f = frames[py++];
+                native_.push_back(namer.python_frame(f));
+                outermost_python = native_.size();
+                if (f.instr & kInstrEntryFlag) break;
+            }
+            continue;
+        }
+        bool interpreter = false;
+        const uint32_t id = namer.native_frame(lookup, &interpreter);
+        if (interpreter && !config_.interpreter_frames) continue;  // CPython's own C frames
+        native_.push_back(id);
+    }
+    // Python frames the native walk did not reach (it stopped early, or no eval ranges are
+    // known) go at the root end, where they belong.
+    while (py < depth) {
+        native_.push_back(namer.python_frame(frames[py++]));
+        outermost_python = native_.size();
+    }
+    // Native frames rootward of the outermost Python frame are process or thread start-up
+    // (_start, main, clone): folded unless interpreter frames were asked for.
+    if (outermost_python > 0 && !config_.interpreter_frames) native_.resize(outermost_python);
+    stack_.clear();
+    if (hdr.flags & kSampleTruncated) stack_.push_back(config_.truncated_frame);
+    for (size_t i = native_.size(); i-- > 0;) stack_.push_back(native_[i]);
+}
+
+}  // namespace spprof

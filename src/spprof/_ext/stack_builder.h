@@ -1,0 +1,61 @@
+// stack_builder.h: one decoded record (header, raw Python frames, native pcs) -> a stack of frame ids.
+//
+// The drain hands every record that needs a stack to build(): the Python frames, leaf first
+// in the record, become frame ids root first; with native frames (native mode) the two are
+// interleaved in true call order: at each native frame inside the eval loop, the Python
+// frames of that eval call. Frame ids come from a FrameNamer (the resolver in the extension,
+// a fake in tests). PURE: no Python API, no globals, no clock; unit-tested in
+// tests/native/test_stack_builder.cpp. Drain thread or stop(), GIL held (for the namer).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sample_record.h"
+#include "unwind/eval_ranges.h"
+
+namespace spprof {
+
+// Names frames for the builder: returns interned frame ids.
+class FrameNamer {
+public:
+    // A raw Python frame.
+    virtual uint32_t python_frame(const RawFrame& raw) = 0;
+    // Native address `pc` (already pc - 1 for a return address). *interpreter: the frame is
+    // in the interpreter itself, folded away unless interpreter frames were asked for.
+    virtual uint32_t native_frame(uint64_t pc, bool* interpreter) = 0;
+
+protected:
+    ~FrameNamer() = default;
+};
+
+struct StackBuilderConfig {
+    uint32_t truncated_frame = 0;  // id standing for the lost root side of a deep or torn stack
+    uint32_t no_python_frame = 0;  // id of the one frame of a sample without any frame
+    bool interpreter_frames = false;  // keep CPython's own C frames (native mode)
+};
+
+class StackBuilder {
+public:
+    explicit StackBuilder(const StackBuilderConfig& config);
+
+    // Native mode: where the eval loop lives (set once at start). Without ranges, Python
+    // frames sit above the native ones.
+    void set_eval_ranges(const EvalRanges& ranges) { eval_ = ranges; }
+    const EvalRanges& eval_ranges() const { return eval_; }
+
+    // The stack of one record, root first, never empty. `frames` holds hdr.depth RawFrames
+    // (at most kMaxPythonFrames are used), then hdr.native_depth native pcs (at most
+    // kMaxNativeFrames), both leaf first. The result lives until the next call.
+    const std::vector<uint32_t>& build(const RawSampleHeader& hdr, const RawFrame* frames, FrameNamer& namer);
+
+private:
+    void build_mixed(const RawSampleHeader& hdr, const RawFrame* frames, uint32_t depth, FrameNamer& namer);
+
+    StackBuilderConfig config_;
+    EvalRanges eval_;
+    std::vector<uint32_t> stack_;   // the result, root first
+    std::vector<uint32_t> native_;  // leaf-first frame ids while interleaving
+};
+
+}  // namespace spprof
