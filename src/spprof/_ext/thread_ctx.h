@@ -45,7 +45,7 @@ struct ThreadCtx {
     const unsigned long ident_;      // threading.get_ident()
     // Written only while state_ is kAttached; once the thread is detached and drained the
     // session takes it back for the next thread (no capture can reach it then: see
-    // Session::retire).
+    // SessionThreads::retire).
     std::unique_ptr<RingBuffer> ring_;
     std::atomic<bool> busy_{false};  // capture in progress: a nested capture drops instead
     std::atomic<uint64_t> captured_{0};
