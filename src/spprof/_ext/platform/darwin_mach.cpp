@@ -9,6 +9,7 @@
 #include "../log.h"
 
 #include "darwin_mach.h"
+#include "platform.h"
 
 #include <mach/mach.h>
 #include <mach/mach_time.h>
@@ -66,10 +67,6 @@ constexpr size_t kRegistryReserve = 256;
 // often: it costs one port per thread and should only ever be needed for a thread the hook
 // missed.
 constexpr uint64_t kReseedPeriodNs = 1'000'000'000;
-// A stack reported by pthread outside these bounds is not trusted (pthread_get_stackaddr_np
-// returns ESRCH cast to a pointer for a thread that just exited).
-constexpr uintptr_t kMinStackTop = 0x10000;
-constexpr size_t kMaxStackSize = size_t{1} << 30;
 
 // ---- clock ---------------------------------------------------------------------------------
 
@@ -233,12 +230,7 @@ uint64_t time_value_ns(const time_value_t& tv) {
 
 StackBounds stack_bounds_of(pthread_t pt) {
     StackBounds b;
-    if (pt == nullptr) return b;
-    const uintptr_t top = reinterpret_cast<uintptr_t>(pthread_get_stackaddr_np(pt));
-    const size_t size = pthread_get_stacksize_np(pt);
-    if (top < kMinStackTop || size == 0 || size > kMaxStackSize || size >= top) return b;
-    b.lo = top - size;
-    b.hi = top;
+    if (!platform_thread_stack_bounds(reinterpret_cast<unsigned long>(pt), &b.lo, &b.hi)) return StackBounds{};
     return b;
 }
 
