@@ -1,8 +1,9 @@
 """Build spprof._ext, the C++17 core, with setuptools.
 
 Every .cpp under src/spprof/_ext is compiled except the OS layer, of which exactly one side
-is chosen: platform/linux.cpp and platform/fault_guard_linux.cpp on Linux, platform/darwin.cpp + platform/darwin_mach.cpp on
-macOS; platform/exit_signals_posix.cpp (POSIX) is built on both. Environment switches (used
+is chosen: platform/linux.cpp and every platform/*_linux.cpp on Linux, platform/darwin.cpp,
+platform/darwin_mach.cpp and every platform/*_darwin.cpp on macOS;
+platform/exit_signals_posix.cpp (POSIX) is built on both. Environment switches (used
 by the Makefile and CI):
   SPPROF_WERROR=1    -Wall -Wextra -Werror on our own code
   SPPROF_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer build
@@ -30,10 +31,16 @@ def _sources() -> list[str]:
     posix = "platform/exit_signals_posix.cpp"  # both: the CLI's exit-signal handler
     if sys.platform == "darwin":
         os_layer = ["platform/darwin.cpp", "platform/darwin_mach.cpp", posix]
+        suffix = "_darwin.cpp"
     elif sys.platform.startswith("linux"):
-        os_layer = ["platform/linux.cpp", "platform/fault_guard_linux.cpp", posix]
+        os_layer = ["platform/linux.cpp", posix]
+        suffix = "_linux.cpp"
     else:
         raise SystemExit(f"spprof supports Linux and macOS, not {sys.platform}")
+    # Every platform/*_linux.cpp or *_darwin.cpp piece of the chosen side.
+    os_layer += sorted(
+        str(p.relative_to(HERE / EXT_DIR)) for p in (HERE / EXT_DIR / "platform").glob("*" + suffix)
+    )
     return portable + [str(EXT_DIR / p) for p in os_layer]
 
 

@@ -33,7 +33,7 @@ struct FakeLayer {
         if (s == SuspendStatus::kOk) ++suspend_count[h];
         return s;
     }
-    bool get_state(Handle h, RegisterState* out) {
+    bool get_state(Handle h, RegisterContext* out) {
         ++state_calls;
         if (suspend_count[h] == 0) ++resume_without_suspension;  // reading a running thread
         out->pc = 0x1234;
@@ -59,7 +59,7 @@ struct FakeLayer {
 TEST(cycle_success_resumes_once_and_copies_while_suspended) {
     FakeLayer layer;
     bool copied_while_suspended = false;
-    const CycleResult r = suspend_and_copy(layer, 1, [&](const RegisterState& regs) {
+    const CycleResult r = suspend_and_copy(layer, 1, [&](const RegisterContext& regs) {
         copied_while_suspended = layer.suspend_count[1] == 1 && regs.pc == 0x1234;
     });
     CHECK(r.outcome == CycleResult::kSampled);
@@ -76,7 +76,7 @@ TEST(cycle_failed_or_gone_suspend_is_never_resumed) {
         FakeLayer layer;
         layer.suspend_script = {s};
         bool copied = false;
-        const CycleResult r = suspend_and_copy(layer, 2, [&](const RegisterState&) { copied = true; });
+        const CycleResult r = suspend_and_copy(layer, 2, [&](const RegisterContext&) { copied = true; });
         CHECK(r.outcome == (s == SuspendStatus::kGone ? CycleResult::kGone
                                                        : CycleResult::kSuspendFailed));
         CHECK(!copied);
@@ -89,7 +89,7 @@ TEST(cycle_failed_or_gone_suspend_is_never_resumed) {
 TEST(cycle_retries_aborted_suspend_bounded) {
     FakeLayer layer;
     layer.suspend_script = {SuspendStatus::kAborted, SuspendStatus::kAborted, SuspendStatus::kOk};
-    CycleResult r = suspend_and_copy(layer, 3, [](const RegisterState&) {});
+    CycleResult r = suspend_and_copy(layer, 3, [](const RegisterContext&) {});
     CHECK(r.outcome == CycleResult::kSampled);
     CHECK_EQ(r.suspend_attempts, 3);
     CHECK_EQ(layer.resume_calls, 1);
@@ -97,7 +97,7 @@ TEST(cycle_retries_aborted_suspend_bounded) {
 
     FakeLayer always;
     for (int i = 0; i < 10; ++i) always.suspend_script.push_back(SuspendStatus::kAborted);
-    r = suspend_and_copy(always, 3, [](const RegisterState&) {});
+    r = suspend_and_copy(always, 3, [](const RegisterContext&) {});
     CHECK(r.outcome == CycleResult::kSuspendFailed);
     CHECK_EQ(always.suspend_calls, kMaxSuspendAttempts);
     CHECK_EQ(always.resume_calls, 0);
@@ -107,7 +107,7 @@ TEST(cycle_state_failure_still_resumes_and_skips_copy) {
     FakeLayer layer;
     layer.state_ok = false;
     bool copied = false;
-    const CycleResult r = suspend_and_copy(layer, 4, [&](const RegisterState&) { copied = true; });
+    const CycleResult r = suspend_and_copy(layer, 4, [&](const RegisterContext&) { copied = true; });
     CHECK(r.outcome == CycleResult::kStateFailed);
     CHECK(!copied);
     CHECK_EQ(layer.resume_calls, 1);
@@ -117,26 +117,26 @@ TEST(cycle_state_failure_still_resumes_and_skips_copy) {
 TEST(cycle_resume_outcomes) {
     FakeLayer aborted;
     aborted.resume_script = {ResumeStatus::kAborted, ResumeStatus::kOk};
-    CycleResult r = suspend_and_copy(aborted, 5, [](const RegisterState&) {});
+    CycleResult r = suspend_and_copy(aborted, 5, [](const RegisterContext&) {});
     CHECK(r.outcome == CycleResult::kSampled);
     CHECK_EQ(aborted.resume_calls, 2);
     CHECK_EQ(aborted.suspend_count[5], 0);
 
     FakeLayer gone;
     gone.resume_script = {ResumeStatus::kGone};
-    r = suspend_and_copy(gone, 6, [](const RegisterState&) {});
+    r = suspend_and_copy(gone, 6, [](const RegisterContext&) {});
     CHECK(r.outcome == CycleResult::kSampled);
     CHECK(r.gone_after);
 
     FakeLayer failed;
     failed.resume_script = {ResumeStatus::kFailed};
-    r = suspend_and_copy(failed, 7, [](const RegisterState&) {});
+    r = suspend_and_copy(failed, 7, [](const RegisterContext&) {});
     CHECK(r.outcome == CycleResult::kResumeFailed);
     CHECK_EQ(failed.resume_calls, 1);  // a failed resume is not blindly repeated
 
     FakeLayer stuck;
     for (int i = 0; i < 10; ++i) stuck.resume_script.push_back(ResumeStatus::kAborted);
-    r = suspend_and_copy(stuck, 8, [](const RegisterState&) {});
+    r = suspend_and_copy(stuck, 8, [](const RegisterContext&) {});
     CHECK(r.outcome == CycleResult::kResumeFailed);
     CHECK_EQ(stuck.resume_calls, kMaxResumeAttempts);
 }
@@ -190,7 +190,7 @@ TEST(cycle_randomised_suspend_resume_balance) {
         layer.state_ok = rnd(10) != 0;
         const int before = layer.suspend_count[h];
         bool copy_ok = true;
-        const CycleResult r = suspend_and_copy(layer, h, [&](const RegisterState&) {
+        const CycleResult r = suspend_and_copy(layer, h, [&](const RegisterContext&) {
             if (layer.suspend_count[h] != before + 1) copy_ok = false;
         });
         CHECK(copy_ok);

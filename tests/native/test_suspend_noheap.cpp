@@ -18,7 +18,7 @@
 
 #include "harness.h"
 #include "suspend/cached_reader.h"
-#include "suspend/fp_walk.h"
+#include "unwind/fp_walk.h"
 #include "suspend/suspend_cycle.h"
 
 extern "C" void* __libc_malloc(size_t);
@@ -72,7 +72,7 @@ using namespace spprof;
 // A fake stack of frame records {saved fp, return address}, growing down like a real one.
 struct FakeStack {
     std::vector<uint64_t> words = std::vector<uint64_t>(4096, 0);
-    RegisterState regs;
+    RegisterContext regs;
     StackBounds bounds;
     FakeStack(int depth) {
         const uintptr_t base = reinterpret_cast<uintptr_t>(words.data());
@@ -101,7 +101,7 @@ struct FakeLayer {
         g_in_window.store(true);
         return SuspendStatus::kOk;
     }
-    bool get_state(Handle, RegisterState* out) {
+    bool get_state(Handle, RegisterContext* out) {
         *out = stack->regs;
         return true;
     }
@@ -132,9 +132,9 @@ TEST(suspended_window_allocates_nothing) {
     g_window_allocs.store(0);
     for (int round = 0; round < 1000; ++round) {
         reader.reset();
-        NativeWalk nw;
-        const CycleResult r = suspend_and_copy(layer, 1, [&](const RegisterState& regs) {
-            nw = walk_stack(regs, stack.bounds, pcs.data(), static_cast<uint32_t>(pcs.size()));
+        UnwindStatus nw;
+        const CycleResult r = suspend_and_copy(layer, 1, [&](const RegisterContext& regs) {
+            nw = walk_frame_pointers(StackReader{}, regs, stack.bounds, pcs.data(), static_cast<uint32_t>(pcs.size()));
             uint64_t word = 0;
             for (uint32_t i = 0; i < 16; ++i)  // Python-frame reads go through the reader
                 if (reader.read(stack.bounds.lo + 512 + 8 * i, &word, sizeof word)) sink += word;
@@ -152,7 +152,7 @@ TEST(suspended_window_allocation_check_bites) {
     FakeLayer layer;
     layer.stack = &stack;
     g_window_allocs.store(0);
-    suspend_and_copy(layer, 1, [&](const RegisterState&) {
+    suspend_and_copy(layer, 1, [&](const RegisterContext&) {
         std::vector<int> v(10);  // the negative control: an allocation inside the window
         v[0] = 1;
     });

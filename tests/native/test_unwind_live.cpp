@@ -20,11 +20,19 @@
 #include <string>
 
 #include "harness.h"
+#include "platform/platform.h"
 #include "unwind/eval_ranges.h"
 #include "unwind/symbolizer.h"
 #include "unwind/ucontext_regs.h"
 #include "unwind/unwind_tables.h"
 #include "unwind/unwinder.h"
+
+namespace {
+// The calling thread's stack, as the session reads it when a thread registers.
+bool own_stack_bounds(uintptr_t* lo, uintptr_t* hi) {
+    return spprof::platform_thread_stack_bounds(static_cast<unsigned long>(pthread_self()), lo, hi);
+}
+}  // namespace
 
 using namespace spprof;
 
@@ -146,7 +154,7 @@ void dump_frames(Symbolizer& sym) {
 
 TEST(unwind_live_stack_bounds) {
     uintptr_t lo = 0, hi = 0;
-    CHECK(current_thread_stack_bounds(&lo, &hi));
+    CHECK(own_stack_bounds(&lo, &hi));
     int local = 0;
     const uintptr_t a = reinterpret_cast<uintptr_t>(&local);
     // ASan may move locals to a fake stack; the frame address is on the real one.
@@ -161,7 +169,7 @@ TEST(unwind_live_chain_without_frame_pointers) {
     CHECK(tables.current() != nullptr);
     CHECK(tables.current()->modules.size() >= 2);  // the test binary and libc at least
     g_tables = &tables;
-    CHECK(current_thread_stack_bounds(&g_lo, &g_hi));
+    CHECK(own_stack_bounds(&g_lo, &g_hi));
     g_depth = 0;
     {
         ScopedHandler h;
@@ -193,7 +201,7 @@ TEST(unwind_live_through_qsort) {
     UnwindTables tables;
     CHECK(tables.refresh().ok());
     g_tables = &tables;
-    CHECK(current_thread_stack_bounds(&g_lo, &g_hi));
+    CHECK(own_stack_bounds(&g_lo, &g_hi));
     g_depth = 0;
     g_compare_captures = 0;
     int v[64];

@@ -14,7 +14,8 @@
 // generation empties the cache before its first lookup.
 //
 // SIGNAL-SAFE, NO-HEAP. No Python.h here (thread_ctx.h holds a cache): the reader of these
-// facts, read_code_facts(), is in framewalker.h.
+// facts, read_code_facts(), is in framewalker.h; it is the one code-object reader, also used
+// by the resolver (through reads that cannot fault) to re-check a code object before use.
 #pragma once
 
 #include <atomic>

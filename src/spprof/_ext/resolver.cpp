@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdio>
 
+#include "framewalker.h"
 #include "platform/platform.h"
 
 namespace spprof {
@@ -35,20 +36,20 @@ std::string utf8_of(PyObject* s) {
 // 2^40 references is more than any live object has (3.12+ immortal objects use 2^32 - 1).
 constexpr Py_ssize_t kMaxPlausibleRefcnt = static_cast<Py_ssize_t>(1) << 40;
 
+// Reads memory that may have been freed: platform_safe_read fails instead of faulting.
+struct SafeReader {
+    bool read(uintptr_t addr, void* out, size_t n) const { return platform_safe_read(addr, out, n); }
+};
+
+// The capture path's code-object reader (read_code_facts) through reads that cannot fault,
+// plus a reference-count check the capture path cannot afford.
 bool looks_like_live_code(uintptr_t p, uint32_t fingerprint) {
     if (p < 4096 || (p & 7) != 0) return false;
+    CodeFacts facts;
+    if (!read_code_facts(SafeReader{}, p, &facts) || facts.fingerprint != fingerprint) return false;
     Py_ssize_t refcnt = 0;
-    uintptr_t type = 0;
     if (!platform_safe_read(p, &refcnt, sizeof refcnt)) return false;
-    if (!platform_safe_read(p + offsetof(PyObject, ob_type), &type, sizeof type)) return false;
-    if (type != reinterpret_cast<uintptr_t>(&PyCode_Type)) return false;
-    if (refcnt < 1 || refcnt > kMaxPlausibleRefcnt) return false;
-    int first_line = 0;
-    uintptr_t name = 0;
-    if (!platform_safe_read(p + offsetof(PyCodeObject, co_firstlineno), &first_line, sizeof first_line))
-        return false;
-    if (!platform_safe_read(p + offsetof(PyCodeObject, co_name), &name, sizeof name)) return false;
-    return code_fingerprint(first_line, name) == fingerprint;
+    return refcnt >= 1 && refcnt <= kMaxPlausibleRefcnt;
 }
 
 uint32_t code_units(PyCodeObject* co) {

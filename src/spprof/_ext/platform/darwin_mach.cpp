@@ -9,6 +9,7 @@
 #include "../log.h"
 
 #include "darwin_mach.h"
+#include "platform.h"
 
 #include <mach/mach.h>
 #include <mach/mach_time.h>
@@ -33,12 +34,12 @@
 #include "../sample_record.h"
 #include "../suspend/cached_reader.h"
 #include "../suspend/deadline_loop.h"
-#include "../suspend/fp_walk.h"
 #include "../suspend/sample_writer.h"
 #include "../suspend/suspend_cycle.h"
 #include "../suspend/thread_registry.h"
 #include "../suspend/time_convert.h"
 #include "../thread_ctx.h"
+#include "../unwind/fp_walk.h"
 
 #if !defined(__x86_64__) && !defined(__arm64__) && !defined(__aarch64__)
 #error "spprof's Mach sampler supports x86_64 and arm64 only"
@@ -46,8 +47,9 @@
 
 namespace spprof {
 
-// strip_pac masks return addresses to 47 bits: every user address must survive that.
-static_assert(MACH_VM_MAX_ADDRESS <= kPacStripMask + 1,
+// strip_pointer_auth masks code addresses to kUserAddressBits (platform/address_space.h):
+// every user address must survive that.
+static_assert(MACH_VM_MAX_ADDRESS - 1 <= kPointerAuthStripMask,
               "user address space larger than the pointer-authentication strip mask");
 
 namespace {
@@ -65,10 +67,6 @@ constexpr size_t kRegistryReserve = 256;
 // often: it costs one port per thread and should only ever be needed for a thread the hook
 // missed.
 constexpr uint64_t kReseedPeriodNs = 1'000'000'000;
-// A stack reported by pthread outside these bounds is not trusted (pthread_get_stackaddr_np
-// returns ESRCH cast to a pointer for a thread that just exited).
-constexpr uintptr_t kMinStackTop = 0x10000;
-constexpr size_t kMaxStackSize = size_t{1} << 30;
 
 // ---- clock ---------------------------------------------------------------------------------
 
@@ -159,7 +157,7 @@ struct MachThreadLayer {
     }
 
     // NO-HEAP: the thread is suspended.
-    bool get_state(Handle t, RegisterState* out) {
+    bool get_state(Handle t, RegisterContext* out) {
 #if defined(__x86_64__)
         x86_thread_state64_t st;
         mach_msg_type_number_t count = x86_THREAD_STATE64_COUNT;
@@ -177,8 +175,8 @@ struct MachThreadLayer {
             thread_get_state(t, ARM_THREAD_STATE64, reinterpret_cast<thread_state_t>(&st), &count);
         if (kr != KERN_SUCCESS || count != ARM_THREAD_STATE64_COUNT) return false;
         // Only through the accessors: the fields are opaque (and signed) on arm64e.
-        out->pc = strip_pac(static_cast<uint64_t>(arm_thread_state64_get_pc(st)));
-        out->lr = strip_pac(static_cast<uint64_t>(arm_thread_state64_get_lr(st)));
+        out->pc = strip_pointer_auth(static_cast<uint64_t>(arm_thread_state64_get_pc(st)));
+        out->lr = strip_pointer_auth(static_cast<uint64_t>(arm_thread_state64_get_lr(st)));
         out->fp = static_cast<uint64_t>(arm_thread_state64_get_fp(st));
         out->sp = static_cast<uint64_t>(arm_thread_state64_get_sp(st));
 #endif
@@ -232,12 +230,7 @@ uint64_t time_value_ns(const time_value_t& tv) {
 
 StackBounds stack_bounds_of(pthread_t pt) {
     StackBounds b;
-    if (pt == nullptr) return b;
-    const uintptr_t top = reinterpret_cast<uintptr_t>(pthread_get_stackaddr_np(pt));
-    const size_t size = pthread_get_stacksize_np(pt);
-    if (top < kMinStackTop || size == 0 || size > kMaxStackSize || size >= top) return b;
-    b.lo = top - size;
-    b.hi = top;
+    if (!platform_thread_stack_bounds(reinterpret_cast<unsigned long>(pt), &b.lo, &b.hi)) return StackBounds{};
     return b;
 }
 
@@ -499,7 +492,7 @@ void MachSampler::warm_up() {
     (void)thread_info(self.get(), THREAD_BASIC_INFO, reinterpret_cast<thread_info_t>(&info), &count);
     (void)thread_suspend(MACH_PORT_NULL);  // invalid port: binds the stub, suspends nothing
     (void)thread_resume(MACH_PORT_NULL);
-    RegisterState regs;
+    RegisterContext regs;
     (void)layer_.get_state(self.get(), &regs);
     uint64_t probe = 1, copy = 0;
     reader_->reset();
@@ -507,7 +500,7 @@ void MachSampler::warm_up() {
     (void)reader_->read(reinterpret_cast<uintptr_t>(&probe), &copy, sizeof copy);
     reader_->reset();
     (void)now_ns();
-    (void)walk_stack(regs, StackBounds{}, pcs_.get(), 1);
+    (void)walk_frame_pointers(StackReader{}, regs, StackBounds{}, pcs_.get(), 1);
 }
 
 void MachSampler::run() {
@@ -641,12 +634,12 @@ void MachSampler::sample(Target& t) {
     const StackBounds bounds = t.bounds;
     reader.reset();
     uint64_t stamp = 0;
-    NativeWalk nw;
+    UnwindStatus nw;
     WalkResult pw;
-    const CycleResult r = suspend_and_copy(layer_, t.port, [&](const RegisterState& regs) {
+    const CycleResult r = suspend_and_copy(layer_, t.port, [&](const RegisterContext& regs) {
         // SUSPENDED WINDOW, NO-HEAP: pre-allocated buffers, reads that cannot fault, no locks.
         stamp = now_ns();
-        if (native) nw = walk_stack(regs, bounds, pcs, kMaxNativeFrames);
+        if (native) nw = walk_frame_pointers(StackReader{}, regs, bounds, pcs, kMaxNativeFrames);
         pw = walk_python_stack(reader, tstate, frames, kMaxPythonFrames);
     });
     // Every thread runs again from here on.

@@ -543,30 +543,6 @@ uint64_t platform_tid_from_ident(unsigned long ident) {
     return static_cast<uint64_t>(~bits & 0x1FFFFFFFu);
 }
 
-bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t* hi) {
-    pthread_attr_t attr;
-    if (pthread_getattr_np(static_cast<pthread_t>(ident), &attr) != 0) return false;
-    void* addr = nullptr;
-    size_t size = 0;
-    const bool ok = pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != nullptr;
-    pthread_attr_destroy(&attr);
-    if (!ok) return false;
-    *lo = reinterpret_cast<uintptr_t>(addr);
-    *hi = *lo + size;
-    return true;
-}
-
-bool platform_function_extent(const void* addr, uint64_t* lo, uint64_t* hi) {
-    Dl_info info;
-    void* extra = nullptr;  // dladdr1 stores a const ElfW(Sym)* here
-    if (dladdr1(addr, &info, &extra, RTLD_DL_SYMENT) == 0 || info.dli_saddr == nullptr) return false;
-    const auto* sym = static_cast<const ElfW(Sym)*>(extra);
-    if (sym == nullptr || sym->st_size == 0) return false;
-    *lo = reinterpret_cast<uintptr_t>(info.dli_saddr);
-    *hi = *lo + sym->st_size;
-    return true;
-}
-
 size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
     if (len == 0) return 0;
     char path[64];

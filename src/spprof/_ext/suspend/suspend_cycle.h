@@ -6,7 +6,7 @@
 //
 //   using Handle = ...;                              // mach thread port on macOS
 //   SuspendStatus suspend(Handle);                   // thread_suspend
-//   bool get_state(Handle, RegisterState*);          // thread_get_state, count checked
+//   bool get_state(Handle, RegisterContext*);          // thread_get_state, count checked
 //   ResumeStatus resume(Handle);                     // thread_resume
 //   uint64_t now_ns();                               // a monotonic clock with no locks
 //
@@ -22,7 +22,7 @@
 
 #include <cstdint>
 
-#include "fp_walk.h"
+#include "../unwind/native_stack.h"
 #include "suspend_stats.h"
 
 namespace spprof {
@@ -103,7 +103,7 @@ struct CycleResult {
     bool gone_after = false;    // the thread exited while suspended (resume said so)
     int suspend_attempts = 0;
     uint64_t suspended_ns = 0;  // length of the suspended window (suspend done -> resume done)
-    RegisterState regs;
+    RegisterContext regs;
 };
 
 // Suspend `thread`, read its registers, run copy(regs) (NO-HEAP), resume. Sampler thread.
@@ -120,7 +120,7 @@ CycleResult suspend_and_copy(Layer& layer, typename Layer::Handle thread, Copy&&
     // ---- suspended window: NO-HEAP from here to resume() ----
     const uint64_t t0 = layer.now_ns();
     const bool state_ok = layer.get_state(thread, &r.regs);
-    if (state_ok) copy(static_cast<const RegisterState&>(r.regs));
+    if (state_ok) copy(static_cast<const RegisterContext&>(r.regs));
     const ResumeStatus rs = suspension.resume();
     // ---- every thread runs again ----
     const uint64_t t1 = layer.now_ns();

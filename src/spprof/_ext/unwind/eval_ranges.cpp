@@ -7,29 +7,23 @@
 
 #include <vector>
 
-#if defined(__linux__)
-#include <link.h>
-#endif
-
 namespace spprof {
 
 Error find_function_ranges(Symbolizer& symbolizer, const void* addr_in_function, const char* name,
                            EvalRanges* out) {
     *out = EvalRanges{};
-#if defined(__linux__)
     const uint64_t addr = reinterpret_cast<uintptr_t>(addr_in_function);
     std::vector<FunctionRange> found;
     Error err = symbolizer.find_functions(addr, name, &found);
     if (!err.ok() || found.empty()) {
-        // No symbol table on disk (deleted or unreadable file): the dynamic symbol still has
-        // a size, which covers the main part.
-        Dl_info info;
-        void* extra = nullptr;  // dladdr1 stores a const ElfW(Sym)* here
-        const int found_sym = dladdr1(addr_in_function, &info, &extra, RTLD_DL_SYMENT);
-        const ElfW(Sym)* sym = static_cast<const ElfW(Sym)*>(extra);
-        if (found_sym != 0 && sym != nullptr && info.dli_saddr != nullptr && sym->st_size != 0) {
-            out->lo[0] = reinterpret_cast<uintptr_t>(info.dli_saddr);
-            out->hi[0] = out->lo[0] + sym->st_size;
+        // No symbol table (a deleted or unreadable file, or macOS, where none is read): the
+        // image itself still knows the function's extent (Linux: the dynamic symbol's size,
+        // which covers the main part; macOS: LC_FUNCTION_STARTS, and Apple's toolchain does
+        // not split off .cold parts).
+        uint64_t lo = 0, hi = 0;
+        if (platform_function_extent(addr_in_function, &lo, &hi)) {
+            out->lo[0] = lo;
+            out->hi[0] = hi;
             out->count = 1;
             return Error::none();
         }
@@ -45,18 +39,6 @@ Error find_function_ranges(Symbolizer& symbolizer, const void* addr_in_function,
         ++out->count;
     }
     return Error::none();
-#else
-    // No split .cold parts with Apple's toolchain: one range, from the image's own table.
-    (void)symbolizer;
-    (void)name;
-    uint64_t lo = 0, hi = 0;
-    if (!platform_function_extent(addr_in_function, &lo, &hi))
-        return Error::runtime("function extent not found in the image's function starts");
-    out->lo[0] = lo;
-    out->hi[0] = hi;
-    out->count = 1;
-    return Error::none();
-#endif
 }
 
 Error find_eval_ranges(Symbolizer& symbolizer, EvalRanges* out) {

@@ -7,8 +7,9 @@
 // symbols kept sorted, and looked up by address. C++ names (starting with _Z) are demangled
 // with abi::__cxa_demangle. Results are cached per pc.
 //
-// Modules are enumerated with dl_iterate_phdr and re-enumerated when a pc falls outside them
-// and the loader's add/remove counters moved. The file read is the one at the module's path
+// Modules are enumerated with platform_for_each_image (dl_iterate_phdr on Linux; tables are
+// read by platform_read_function_symbols: platform/images.h) and re-enumerated when a pc
+// falls outside them and the loader's add/remove counters moved. The file read is the one at the module's path
 // when first needed: a library replaced on disk while loaded gives wrong names (not detected).
 //
 // Normal context only: allocates, takes the loader lock, reads files. Not thread-safe: the

@@ -6,9 +6,7 @@
 #include <cstddef>
 #include <new>
 
-#if defined(__linux__)
-#include <link.h>
-#endif
+#include "platform/images.h"
 
 namespace spprof {
 
@@ -36,80 +34,49 @@ UnwindTables::~UnwindTables() {
     // owned_ frees every snapshot.
 }
 
-#if defined(__linux__)
-
 namespace {
 
 struct Collect {
     UnwindSnapshot* snap;
-    uint64_t prev_adds;
-    uint64_t prev_subs;
-    bool have_prev;
-    bool unchanged = false;
-    bool first = true;
     uint64_t dropped = 0;
     uint64_t no_cfi = 0;
     bool out_of_memory = false;
-    bool peek_only = false;  // read the counters from the first callback, then stop
 };
 
-// dl_phdr_info grew dlpi_adds/dlpi_subs in glibc 2.4; `size` says whether this one has them.
-bool has_counters(size_t size) {
-    return size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(dl_phdr_info::dlpi_subs);
-}
-
-int collect_one(dl_phdr_info* info, size_t size, Collect* c) {
-    if (c->first) {
-        c->first = false;
-        if (has_counters(size)) {
-            c->snap->adds = info->dlpi_adds;
-            c->snap->subs = info->dlpi_subs;
-            if (c->have_prev && info->dlpi_adds == c->prev_adds && info->dlpi_subs == c->prev_subs) {
-                c->unchanged = true;
-                return 1;  // stop: nothing was loaded or unloaded since the last snapshot
-            }
-        }
-        if (c->peek_only) return 1;
-    }
+// One image: its executable ranges and, when it has one, its parsed .eh_frame_hdr.
+void collect_one(const LoadedImage& img, Collect* c) {
     if (c->snap->modules.size() >= kMaxUnwindModules) {
         ++c->dropped;
-        return 0;
+        return;
     }
-    const uintptr_t bias = info->dlpi_addr;
     UnwindModule m;
-    m.bias = bias;
-    const ElfW(Phdr)* eh_phdr = nullptr;
+    m.bias = img.bias;
     const uint32_t index = static_cast<uint32_t>(c->snap->modules.size());
     bool any_exec = false;
-    for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type == PT_GNU_EH_FRAME) eh_phdr = &ph;
-        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) != 0 && ph.p_memsz > 0) {
-            c->snap->ranges.push_back(ExecRange{bias + ph.p_vaddr, bias + ph.p_vaddr + ph.p_memsz, index});
-            any_exec = true;
-        }
+    for (uint32_t i = 0; i < img.segment_count; ++i) {
+        const ImageSegment& seg = img.segments[i];
+        if (!seg.exec) continue;
+        c->snap->ranges.push_back(ExecRange{seg.lo, seg.hi, index});
+        any_exec = true;
     }
-    if (!any_exec) return 0;  // nothing can run there: not worth a module entry
-    if (eh_phdr != nullptr) {
+    if (!any_exec) return;  // nothing can run there: not worth a module entry
+    if (img.eh_frame_hdr != 0) {
         // The segments that hold .eh_frame_hdr and, once parsed, .eh_frame.
         auto segment_of = [&](uintptr_t addr, ByteRange* out) {
-            for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-                if (ph.p_type != PT_LOAD) continue;
-                const uintptr_t lo = bias + ph.p_vaddr;
-                if (addr >= lo && addr < lo + ph.p_memsz) {
-                    out->lo = lo;
-                    out->hi = lo + ph.p_memsz;
+            for (uint32_t i = 0; i < img.segment_count; ++i) {
+                const ImageSegment& seg = img.segments[i];
+                if (addr >= seg.lo && addr < seg.hi) {
+                    out->lo = seg.lo;
+                    out->hi = seg.hi;
                     return true;
                 }
             }
             return false;
         };
-        const uintptr_t hdr_addr = bias + eh_phdr->p_vaddr;
         ByteRange hdr_seg;
         EhFrameHdr eh;
-        if (segment_of(hdr_addr, &hdr_seg) &&
-            parse_eh_frame_hdr(reinterpret_cast<const uint8_t*>(hdr_addr), hdr_seg, &eh) ==
+        if (segment_of(img.eh_frame_hdr, &hdr_seg) &&
+            parse_eh_frame_hdr(reinterpret_cast<const uint8_t*>(img.eh_frame_hdr), hdr_seg, &eh) ==
                 CfiResult::kOk &&
             segment_of(eh.eh_frame, &m.cfi_range)) {
             m.eh = eh;
@@ -117,17 +84,17 @@ int collect_one(dl_phdr_info* info, size_t size, Collect* c) {
     }
     if (m.eh.table == nullptr) ++c->no_cfi;
     c->snap->modules.push_back(m);
-    return 0;
 }
 
-// No exception may cross dl_iterate_phdr (C code holding the loader lock): stop instead.
-int collect_module(dl_phdr_info* info, size_t size, void* data) {
+// No exception may cross the loader's iteration (C code holding the loader lock): stop instead.
+bool collect_module(const LoadedImage& img, void* data) {
     Collect* c = static_cast<Collect*>(data);
     try {
-        return collect_one(info, size, c);
+        collect_one(img, c);
+        return true;
     } catch (const std::bad_alloc&) {
         c->out_of_memory = true;
-        return 1;
+        return false;
     }
 }
 
@@ -136,22 +103,27 @@ int collect_module(dl_phdr_info* info, size_t size, void* data) {
 Error UnwindTables::refresh() {
     std::lock_guard<std::mutex> lock(mu_);
     const UnwindSnapshot* prev = current_.load(std::memory_order_relaxed);
-    // The common case, nothing loaded since the last snapshot, allocates nothing: the first
-    // callback compares the loader's counters and stops the iteration.
-    UnwindSnapshot probe;
-    Collect peek{&probe, prev ? prev->adds : 0, prev ? prev->subs : 0, prev != nullptr};
-    peek.peek_only = true;
-    dl_iterate_phdr(&collect_module, &peek);
-    if (peek.unchanged) return Error::none();
+    // The common case, nothing loaded since the last snapshot, allocates nothing: the loader's
+    // counters are compared before anything is built.
+    ImageListVersion now;
+    if (prev != nullptr && platform_image_list_version(&now) && now.known && now.adds == prev->adds &&
+        now.subs == prev->subs)
+        return Error::none();
     std::unique_ptr<UnwindSnapshot> snap(new (std::nothrow) UnwindSnapshot());
     if (!snap) return Error::memory("unwind tables: out of memory");
     // Built in full even if the counters moved again since the peek: this pass records its own.
-    Collect c{snap.get(), 0, 0, false};
+    Collect c{snap.get()};
     try {
         snap->modules.reserve(64);
         snap->ranges.reserve(64);
-        dl_iterate_phdr(&collect_module, &c);
+        ImageListVersion version;
+        Error err = platform_for_each_image(&collect_module, &c, &version);
+        if (!err.ok()) return publish_empty_once(err);
         if (c.out_of_memory) return Error::memory("unwind tables: out of memory");
+        if (version.known) {
+            snap->adds = version.adds;
+            snap->subs = version.subs;
+        }
         std::sort(snap->ranges.begin(), snap->ranges.end(),
                   [](const ExecRange& a, const ExecRange& b) { return a.lo < b.lo; });
         // Overlapping ranges cannot come from a sane loader; drop any that would break the
@@ -177,10 +149,9 @@ Error UnwindTables::refresh() {
     return Error::none();
 }
 
-#else  // !__linux__
-
-Error UnwindTables::refresh() {
-    std::lock_guard<std::mutex> lock(mu_);
+// Where images are not enumerated: publish one empty snapshot (the handler records pcs only)
+// and report why. Called with mu_ held.
+Error UnwindTables::publish_empty_once(Error why) {
     if (current_.load(std::memory_order_relaxed) == nullptr) {
         std::unique_ptr<UnwindSnapshot> snap(new (std::nothrow) UnwindSnapshot());
         if (!snap) return Error::memory("unwind tables: out of memory");
@@ -193,9 +164,7 @@ Error UnwindTables::refresh() {
         owned_.back() = std::move(snap);
         current_.store(published, std::memory_order_release);
     }
-    return Error::not_implemented("native unwinding is only implemented on Linux");
+    return why;
 }
-
-#endif
 
 }  // namespace spprof

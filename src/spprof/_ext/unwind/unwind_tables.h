@@ -20,8 +20,9 @@
 // The capture path runs the unwinder under the fault guard, which turns such a read into an
 // ended walk (see docs/native-unwinding.md).
 //
-// Linux only (dl_iterate_phdr, PT_GNU_EH_FRAME). On other OSes refresh() publishes an empty
-// snapshot and reports kNotImplemented.
+// The images come from platform_for_each_image (platform/images.h): dl_iterate_phdr and
+// PT_GNU_EH_FRAME on Linux. Where images are not enumerated (macOS) refresh() publishes an
+// empty snapshot and reports kNotImplemented.
 #pragma once
 
 #include <atomic>
@@ -93,6 +94,8 @@ public:
     uint32_t generation() const { return generation_.load(std::memory_order_relaxed); }
 
 private:
+    Error publish_empty_once(Error why);
+
     static_assert(std::atomic<const UnwindSnapshot*>::is_always_lock_free,
                   "the handler loads the snapshot pointer");
     std::atomic<const UnwindSnapshot*> current_{nullptr};

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "unwind/fp_walk.h"
+
 namespace spprof {
 
 const char* unwind_stop_name(UnwindStop stop) {
@@ -21,7 +23,7 @@ const char* unwind_stop_name(UnwindStop stop) {
     return "unknown";
 }
 
-#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#if defined(__x86_64__) || defined(__aarch64__)
 
 namespace {
 
@@ -31,14 +33,11 @@ constexpr uint32_t kSpCol = 7;
 constexpr uint32_t kFpCol = 6;
 constexpr uint32_t kPcCol = 16;  // the return-address column doubles as rip in expressions
 constexpr uint32_t kCalleeCols[] = {3, 12, 13, 14, 15};  // rbx, r12-r15 (RegisterContext order)
-constexpr uint64_t strip_pointer(uint64_t a) { return a; }
 #else
 constexpr uint32_t kSpCol = 31;
 constexpr uint32_t kFpCol = 29;
 constexpr uint32_t kLrCol = 30;
 constexpr uint32_t kCalleeCols[] = {19, 20, 21, 22, 23, 24, 25, 26, 27, 28};
-// Linux user addresses fit in 48 bits; pointer-authentication signatures sit above them.
-constexpr uint64_t strip_pointer(uint64_t a) { return a & ((uint64_t{1} << 48) - 1); }
 #endif
 
 static_assert(kCfiRegs <= 64, "validity is a 64-bit mask");
@@ -147,7 +146,7 @@ bool cfi_step(const Fde& fde, uint64_t lookup_pc, const RegFile& cur, uintptr_t 
         *why = UnwindStop::kUnsupportedCfi;
         return false;
     }
-    *ra = strip_pointer(next->r[ra_col]);
+    *ra = strip_pointer_auth(next->r[ra_col]);
     *ra_from_stack = row.regs[ra_col].kind == RuleKind::kOffset;
     next->set(kSpCol, cfa);
     return true;
@@ -166,7 +165,7 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
         st.stop = UnwindStop::kDepthCap;
         return 0;
     }
-    uint64_t pc = strip_pointer(regs.pc);
+    uint64_t pc = strip_pointer_auth(regs.pc);
     if (pc == 0) {
         st.stop = UnwindStop::kBottom;
         return 0;
@@ -186,7 +185,7 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
 #if defined(__x86_64__)
     cur.set(kPcCol, pc);
 #else
-    cur.set(kLrCol, strip_pointer(regs.lr));
+    cur.set(kLrCol, strip_pointer_auth(regs.lr));
 #endif
 
     uintptr_t last_fp = 0;
@@ -218,19 +217,21 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
             return st.depth;
         }
         if (!stepped) {
-            // Frame-pointer fallback: record {saved fp, return address} at fp.
+            // Frame-pointer fallback: the record {saved fp, return address} at fp, which must
+            // lie above the stack pointer and above the last record followed.
             const uint64_t fp = cur.r[kFpCol];
-            uint64_t rec[2];
-            if (!cur.has(kFpCol) || fp < sp || fp <= last_fp || (fp & 7) != 0 ||
-                !read_stack_word(static_cast<uintptr_t>(fp), stack_lo, stack_hi, &rec[0]) ||
-                !read_stack_word(static_cast<uintptr_t>(fp + 8), stack_lo, stack_hi, &rec[1])) {
+            const uintptr_t floor = static_cast<uintptr_t>(sp > last_fp ? sp : last_fp + 1);
+            FrameRecord rec;
+            if (!cur.has(kFpCol) ||
+                !read_frame_record(StackReader{}, static_cast<uintptr_t>(fp), floor,
+                                   StackBounds{stack_lo, stack_hi}, &rec)) {
                 st.stop = UnwindStop::kNoCfi;
                 return st.depth;
             }
             next = cur;
-            next.set(kFpCol, rec[0]);
-            next.set(kSpCol, fp + 16);
-            ra = strip_pointer(rec[1]);
+            next.set(kFpCol, rec.caller_fp);
+            next.set(kSpCol, fp + kFrameRecordBytes);
+            ra = rec.ret;
 #if defined(__aarch64__)
             next.set(kLrCol, ra);
 #endif
@@ -267,7 +268,7 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
     }
 }
 
-#else  // not Linux x86_64/aarch64
+#else  // not x86_64/arm64
 
 uint32_t unwind_native(const UnwindSnapshot*, const RegisterContext&, uintptr_t, uintptr_t,
                        uint64_t*, uint32_t, UnwindStatus* status) {

@@ -1,20 +1,21 @@
-// unwind/ucontext_regs.cpp: register_context_from_ucontext and current_thread_stack_bounds
-// (see ucontext_regs.h).
-#include "unwind/ucontext_regs.h"
+// platform/stack_linux.cpp: what the native unwinder needs of a Linux thread: its registers at
+// a signal (register_context_from_ucontext, unwind/ucontext_regs.h) and its stack bounds
+// (platform_thread_stack_bounds, platform.h). Linux only.
+#if defined(__linux__)
 
 #include <pthread.h>
-
-#if defined(__linux__)
 #include <signal.h>
 #include <ucontext.h>
-#endif
+
+#include "platform/platform.h"
+#include "unwind/ucontext_regs.h"
 
 namespace spprof {
 
 bool register_context_from_ucontext(const void* ucontext, RegisterContext* out) {
     *out = RegisterContext{};
     if (ucontext == nullptr) return false;
-#if defined(__linux__) && defined(__x86_64__)
+#if defined(__x86_64__)
     const mcontext_t& mc = static_cast<const ucontext_t*>(ucontext)->uc_mcontext;
     out->pc = static_cast<uint64_t>(mc.gregs[REG_RIP]);
     out->sp = static_cast<uint64_t>(mc.gregs[REG_RSP]);
@@ -25,7 +26,7 @@ bool register_context_from_ucontext(const void* ucontext, RegisterContext* out) 
     out->callee_saved[3] = static_cast<uint64_t>(mc.gregs[REG_R14]);
     out->callee_saved[4] = static_cast<uint64_t>(mc.gregs[REG_R15]);
     return true;
-#elif defined(__linux__) && defined(__aarch64__)
+#elif defined(__aarch64__)
     const mcontext_t& mc = static_cast<const ucontext_t*>(ucontext)->uc_mcontext;
     out->pc = mc.pc;
     out->sp = mc.sp;
@@ -38,12 +39,12 @@ bool register_context_from_ucontext(const void* ucontext, RegisterContext* out) 
 #endif
 }
 
-bool current_thread_stack_bounds(uintptr_t* lo, uintptr_t* hi) {
+bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t* hi) {
+    // For the main thread glibc derives the range from /proc/self/maps and RLIMIT_STACK.
     *lo = 0;
     *hi = 0;
-#if defined(__linux__)
     pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+    if (pthread_getattr_np(static_cast<pthread_t>(ident), &attr) != 0) return false;
     void* addr = nullptr;
     size_t size = 0;
     const int rc = pthread_attr_getstack(&attr, &addr, &size);
@@ -52,17 +53,8 @@ bool current_thread_stack_bounds(uintptr_t* lo, uintptr_t* hi) {
     *lo = reinterpret_cast<uintptr_t>(addr);
     *hi = *lo + size;
     return true;
-#elif defined(__APPLE__)
-    pthread_t self = pthread_self();
-    const uintptr_t top = reinterpret_cast<uintptr_t>(pthread_get_stackaddr_np(self));
-    const size_t size = pthread_get_stacksize_np(self);
-    if (top == 0 || size == 0 || size > top) return false;
-    *lo = top - size;
-    *hi = top;
-    return true;
-#else
-    return false;
-#endif
 }
 
 }  // namespace spprof
+
+#endif  // __linux__
