@@ -21,6 +21,7 @@ RUFF := ruff==0.17.6
 THIRDPARTY_PY ?= $(shell ls -d $(PYENV_ROOT)/versions/3.12.* 2>/dev/null | sort -V | tail -n 1)/bin/python
 MORE_ITERTOOLS := more-itertools==11.2.1
 NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend/*.cpp) $(wildcard src/spprof/_ext/unwind/*.cpp) \
+               src/spprof/_ext/record_writer.cpp \
                src/spprof/_ext/platform/fault_guard_linux.cpp src/spprof/_ext/log.cpp
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
