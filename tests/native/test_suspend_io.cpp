@@ -150,7 +150,9 @@ TEST(stats_max_total_and_reset) {
     s.add_captured();
     s.add_dropped();
     s.add_missed_ticks(4);
+    s.add_off_cpu_skipped();
     SuspendStatsSnapshot snap = s.snapshot();
+    CHECK_EQ(snap.off_cpu_skipped, 1ull);
     CHECK_EQ(snap.max_suspend_ns, 90ull);
     CHECK_EQ(snap.total_suspend_ns, 130ull);
     CHECK_EQ(snap.samples_captured, 1ull);
@@ -158,5 +160,5 @@ TEST(stats_max_total_and_reset) {
     CHECK_EQ(snap.missed_ticks, 4ull);
     s.reset();
     snap = s.snapshot();
-    CHECK_EQ(snap.max_suspend_ns + snap.total_suspend_ns + snap.missed_ticks, 0ull);
+    CHECK_EQ(snap.max_suspend_ns + snap.total_suspend_ns + snap.missed_ticks + snap.off_cpu_skipped, 0ull);
 }

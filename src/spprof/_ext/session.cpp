@@ -104,7 +104,7 @@ static void name_from_threading(ThreadRecord& rec) {
 }
 
 Session::Session(const SessionConfig& config)
-    : config_(config), sampler_ring_(config.ring_bytes) {
+    : config_(config) {
     stack_buf_.reserve(kMaxPythonFrames + 1);
 }
 
@@ -133,7 +133,7 @@ Error Session::start() {
         platform_set_native_unwinding(true);
     }
     const TimerKind kind = config_.wall_mode ? TimerKind::kWall : config_.timer;
-    Error e = platform_timer_create(config_.interval_ns, kind, &sampler_ring_);
+    Error e = platform_timer_create(config_.interval_ns, kind);
     if (!e.ok()) {
         if (config_.native) platform_set_native_unwinding(false);
         return e;
@@ -151,7 +151,7 @@ Error Session::start() {
     scan_threads();
     PlatformStats ps;
     platform_get_stats(&ps);
-    if (table_.live() == 0 || (std::strcmp(ps.timer, "per-thread") == 0 && ps.timers_active == 0)) {
+    if (table_.live() == 0 || !platform_sampling_armed()) {
         stop();
         return Error::runtime("no thread could be sampled (per-thread timers refused and no fallback)");
     }
@@ -165,7 +165,7 @@ Error Session::start() {
         log_debug("overhead budget %.3f %%: one signal delivery costs %llu ns", config_.max_overhead_pct,
                   static_cast<unsigned long long>(budget_.signal_cost_ns));
     }
-    if (config_.wall_mode && !platform_samples_all_threads()) {
+    if (config_.wall_mode && platform_traits().session_wall_census) {
         wall_ = std::make_unique<WallSampler>(&table_, config_.interval_ns);
         e = wall_->start();
         if (!e.ok()) {
@@ -472,11 +472,11 @@ void Session::refresh_names() {
 }
 
 void Session::collect_retired() {
-    // Ended threads no capture can still hold. The Mach sampler keeps its own list of ctxs for
-    // a cycle, outside the gate: there a retired ctx also waits out a second.
+    // Ended threads no capture can still hold: every sampler (signal handlers, the wall census,
+    // the Mach sampler's cycle) holds the capture gate while it uses a ctx.
     if (table_.quarantined() == 0) return;
     const bool gate_empty = capture_quiescent();
-    table_.collect(platform_monotonic_ns(), gate_empty, platform_samples_all_threads() ? 1'000'000'000ull : 0);
+    table_.collect(platform_monotonic_ns(), gate_empty, 0);
 }
 
 size_t Session::thread_memory_bytes() const {
@@ -518,17 +518,7 @@ void Session::drain_ring(RingBuffer* ring) {
             continue;
         }
         const uint32_t serial = records_[id].slot;  // last_stack_ is per slot
-        uint32_t flags = hdr->flags;
-        if (ring == &sampler_ring_ && !(flags & kSampleOnCpu)) {
-            // A sampler that sees every thread (Mach) also sees blocked ones: CPU mode keeps
-            // only what ran, wall mode keeps them as idle.
-            if (!config_.wall_mode) {
-                ++counters_.off_cpu_skipped;
-                ring->pop();
-                continue;
-            }
-            flags |= kSampleIdle;
-        }
+        const uint32_t flags = hdr->flags;
         if (last_stack_.size() <= serial) last_stack_.resize(serial + 1, kNoStack);
         if (over_limit_) {
             ++counters_.dropped_memory;
@@ -630,7 +620,6 @@ void Session::drain_all() {
         ThreadCtx* ctx = table_.at(i);
         if (ctx != nullptr && ctx->ring_) drain_ring(ctx->ring_.get());
     }
-    drain_ring(&sampler_ring_);
     collect_retired();
     keepalive_.end_of_pass();
     ++counters_.drains;
@@ -772,8 +761,7 @@ void* Session::drain_main(void* arg) {
     // thread scan): with the rings far from full, wait up to kMaxIdlePeriods periods between
     // passes. A capture that fills its ring past a quarter, or an application that replaced
     // our signal handler, gets a pass at the next wake-up.
-    // Where the platform's sampler writes one shared ring (macOS), every period.
-    const uint32_t max_idle = platform_samples_all_threads() ? 1 : kMaxIdlePeriods;
+    const uint32_t max_idle = kMaxIdlePeriods;
     uint32_t idle_periods = 0;
     for (;;) {
         {

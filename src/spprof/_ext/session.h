@@ -98,7 +98,6 @@ struct SessionCounters {
     uint64_t threads_refused = 0;        // more alive at once than the table holds
     uint64_t threads_alive_max = 0;
     uint64_t attach_failures = 0;
-    uint64_t off_cpu_skipped = 0;   // sampler records of blocked threads dropped in CPU mode
     uint64_t handler_retaken = 0;   // times the application replaced our SIGPROF handler
 };
 
@@ -179,7 +178,6 @@ private:
     uint64_t next_generation_ = 1;
     std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
     std::unordered_map<PyThreadState*, uint64_t> refused_;  // tstate -> tid: not held, counted once
-    RingBuffer sampler_ring_;
     Resolver resolver_;
     CodeKeepAlive keepalive_;  // after resolver_: destroyed first, while the resolver still holds its refs
     StackStore store_;

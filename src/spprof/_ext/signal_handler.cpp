@@ -1,7 +1,9 @@
-// signal_handler.cpp: the capture path (see signal_handler.h). Every function in this file
-// except capture_enable/capture_disable_and_wait/capture_stats is SIGNAL-SAFE and NO-HEAP.
+// signal_handler.cpp: the Linux signal path (see signal_handler.h): the sampling signal's
+// handler and the capture it runs. Every function in this file except capture_enable,
+// capture_disable_and_wait, capture_stats and capture_reset_stats is SIGNAL-SAFE and NO-HEAP.
 #include "signal_handler.h"
 
+#include <errno.h>
 #include <setjmp.h>
 
 #include <atomic>
@@ -306,7 +308,7 @@ bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontex
 }
 
 bool capture_quiescent() { return g_gate.in_flight() == 0; }
-void capture_gate_enter() { g_gate.enter(); }
+const ThreadTable* capture_gate_enter() { return g_gate.enter(); }
 void capture_gate_leave() { g_gate.leave(); }
 
 bool capture_take_drain_request() { return record_take_drain_request(); }
@@ -350,5 +352,46 @@ void capture_reset_stats() {
 }
 
 void capture_count_idle() { bump(g_counters.idle); }
+
+void capture_count_sampled(bool written) { bump(written ? g_counters.captured : g_counters.dropped_full); }
+
+SignalPath g_signal_path;
+
+void on_sample_signal(int signo, siginfo_t* si, void* uc) {
+    const int saved_errno = errno;
+    SignalPath& path = g_signal_path;
+    const SignalDelivery d = path.read(signo, si);
+    if (d.kind == SignalDelivery::kQueuedBySelf && d.value == kCalibrationValue) {
+        errno = saved_errno;
+        return;
+    }
+    const auto route = static_cast<SignalRoute>(path.route.load(std::memory_order_acquire));
+    const uint64_t interval = path.interval_ns.load(std::memory_order_relaxed);
+    const bool rt = signo == path.rt_signo.load(std::memory_order_relaxed);
+    // A timer or request of ours carries kTimerValueMagic | serial, never a pointer: a foreign
+    // signal is never dereferenced.
+    const bool magic = (d.value & 0xFFFFFFFF00000000ull) == kTimerValueMagic;
+    bool ours = false;
+    if (d.kind == SignalDelivery::kTimer && rt && magic &&
+        (route == SignalRoute::kPerThread || route == SignalRoute::kWall)) {
+        ours = true;
+        path.signals.fetch_add(1, std::memory_order_relaxed);
+        path.overruns.fetch_add(d.overrun, std::memory_order_relaxed);
+        if (!capture_by_serial(static_cast<uint32_t>(d.value), interval * (1 + d.overrun), uc))
+            path.no_thread.fetch_add(1, std::memory_order_relaxed);
+    } else if (d.kind == SignalDelivery::kQueuedBySelf && rt && magic && route == SignalRoute::kWall) {
+        ours = true;
+        path.signals.fetch_add(1, std::memory_order_relaxed);
+        if (!capture_wall_by_serial(static_cast<uint32_t>(d.value), uc))
+            path.no_thread.fetch_add(1, std::memory_order_relaxed);
+    } else if (d.kind == SignalDelivery::kProcessTimer && route == SignalRoute::kItimer) {
+        ours = true;
+        path.signals.fetch_add(1, std::memory_order_relaxed);
+        if (!capture_by_tid(platform_current_tid(), interval, uc))
+            path.no_thread.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!ours) path.chain(signo, si, uc);
+    errno = saved_errno;
+}
 
 }  // namespace spprof
