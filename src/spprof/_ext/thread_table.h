@@ -11,8 +11,8 @@
 // finds it detached. Those readers hold the capture gate (capture_gate.h) while they use a
 // ctx, so once the gate is seen empty after the unpublishing (both sequentially consistent:
 // the store-buffering argument of capture_gate.h), none can still hold it: collect() frees it
-// and gives its slot back for a new thread. Where a sampler keeps its own list of ctxs (the
-// Mach sampler), the caller also asks for a minimum time in quarantine.
+// and gives its slot back for a new thread. (The Mach sampler keeps its own list of ctxs, but
+// holds the gate for its cycle and uses one only while it is still published here.)
 // Writers: the session, GIL held (one writer at a time). Readers: any thread, including
 // signal handlers (SIGNAL-SAFE, NO-HEAP: atomic loads and bounded loops only).
 #pragma once
