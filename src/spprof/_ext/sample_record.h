@@ -43,8 +43,9 @@ enum SampleFlags : uint32_t {
                                  // on this stack; depth 0: its last stack
 };
 
-// Sentinel for RawSampleHeader.thread_serial: the record names its thread by native_tid only
-// (the Mach sampler, whose registry is not the session's thread table).
+// Sentinel for RawSampleHeader.thread_serial: the record names its thread by native_tid only.
+// No writer produces it any more (every record goes into its own thread's ring, serial known);
+// the drain still accepts it.
 constexpr uint32_t kNoThreadSerial = 0xFFFFFFFFu;
 
 struct RawSampleHeader {

@@ -76,8 +76,9 @@ struct ThreadCtx {
     // Linux: a per-thread CPU timer samples this thread (set by platform_thread_attach, cleared
     // by detach). Wall mode's census relies on it for the thread's CPU time.
     std::atomic<bool> cpu_timer_armed_{false};
-    // busy_ also makes the ring's producers take turns: the thread's own handler, and in wall
-    // mode the sampler thread writing an idle record for a thread it did not signal. Whoever
+    // busy_ also makes the ring's producers take turns: the thread's own handler, in wall
+    // mode the census thread writing an idle record for a thread it did not signal, and the
+    // Mach sampler thread (record_writer.h, write_foreign_record). Whoever
     // fails to take it drops and counts; nobody waits.
     PlatformThreadPtr platform_{nullptr, nullptr};  // set by platform_thread_attach, reset by detach
     // The thread's stack, set at registration before sampling is armed: the native unwinder
