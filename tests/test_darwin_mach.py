@@ -20,10 +20,22 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform != "darwin", reason="Mach sampler: macOS only")
+import spprof
 
-if sys.platform == "darwin":
-    import spprof
+darwin_only = pytest.mark.skipif(sys.platform != "darwin", reason="Mach sampler: macOS only")
+
+# The Mach sampler's counters: exported by stats() on macOS only (platform.h, PlatformStats).
+MACH_ONLY_STATS = (
+    "sampler_ticks",
+    "missed_ticks",
+    "threads_sampled",
+    "threads_skipped",
+    "threads_unmatched",
+    "total_suspend_ns",
+    "max_suspend_ns",
+    "mach_walk_errors",
+    "off_cpu_skipped",
+)
 
 
 def _burn(seconds: float) -> int:
@@ -46,6 +58,7 @@ def _function_names(samples) -> set[str]:
     return {f.function_name for s in samples for f in s.frames}
 
 
+@darwin_only
 def test_architecture_is_detected_and_timer_is_mach():
     assert platform.machine() in ("arm64", "x86_64")
     spprof.start(interval_ms=10)
@@ -55,19 +68,14 @@ def test_architecture_is_detected_and_timer_is_mach():
     finally:
         prof = spprof.stop()
     assert st["timer"] == "mach"
-    for key in (
-        "threads_sampled",
-        "threads_skipped",
-        "total_suspend_ns",
-        "max_suspend_ns",
-        "walk_errors",
-        "samples_captured",
-        "samples_dropped",
-    ):
+    for key in (*MACH_ONLY_STATS, "walk_errors", "samples_captured", "samples_dropped"):
         assert key in st, key
+    assert st["signals"] == 0  # no signal is sent
+    assert st["samples_captured"] > 0
     assert prof.samples, "no sample in 100 ms of CPU work"
 
 
+@darwin_only
 def test_samples_from_at_least_two_threads_with_four_workers():
     spprof.start(interval_ms=10)
     try:
@@ -86,6 +94,7 @@ def test_samples_from_at_least_two_threads_with_four_workers():
     assert named & {"w0", "w1", "w2", "w3"}
 
 
+@darwin_only
 def test_sampling_rate_within_ten_percent_over_two_seconds():
     interval_ms = 10
     main = threading.get_ident()
@@ -106,6 +115,7 @@ def test_sampling_rate_within_ten_percent_over_two_seconds():
     assert 0.9 * elapsed <= total_s <= 1.1 * elapsed, (total_s, elapsed)
 
 
+@darwin_only
 def test_maximum_suspension_under_100_microseconds():
     spprof.start(interval_ms=5)
     try:
@@ -123,6 +133,7 @@ def test_maximum_suspension_under_100_microseconds():
     assert st["total_suspend_ns"] >= st["max_suspend_ns"]
 
 
+@darwin_only
 def test_overhead_under_five_percent_at_100_hz():
     def timed() -> float:
         t = time.perf_counter()
@@ -139,6 +150,7 @@ def test_overhead_under_five_percent_at_100_hz():
     assert profiled <= base * 1.05, (base, profiled)
 
 
+@darwin_only
 def test_threads_started_during_profiling_are_sampled():
     spprof.start(interval_ms=5)
     try:
@@ -153,6 +165,7 @@ def test_threads_started_during_profiling_are_sampled():
     assert "_burn" in _function_names(mine)
 
 
+@darwin_only
 def test_thread_ending_mid_session_is_handled():
     spprof.start(interval_ms=5)
     try:
@@ -168,6 +181,7 @@ def test_thread_ending_mid_session_is_handled():
     assert st["samples_captured"] > 0
 
 
+@darwin_only
 def test_thread_blocked_on_io_is_sampled():
     a, b = socket.socketpair()
     ready = threading.Event()
@@ -200,6 +214,7 @@ def test_thread_blocked_on_io_is_sampled():
     assert sum(1 for s in mine if not s.on_cpu) >= len(mine) // 2
 
 
+@darwin_only
 def test_no_entitlement_or_root_needed():
     if os.geteuid() == 0:
         pytest.skip("running as root proves nothing here")
@@ -224,6 +239,7 @@ def test_no_entitlement_or_root_needed():
     assert "FATAL" not in done.stderr
 
 
+@darwin_only
 def test_native_thread_ids_match_threading():
     spprof.start(interval_ms=5)
     try:
@@ -235,3 +251,17 @@ def test_native_thread_ids_match_threading():
     mine = _samples_of(prof, w.ident)
     assert mine
     assert {s.native_thread_id for s in mine} == {w.native_id}
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the signal platforms' side of the same split")
+def test_signal_platforms_export_no_mach_counters():
+    spprof.start(interval_ms=10)
+    try:
+        _burn(0.05)
+        st = spprof.stats()
+    finally:
+        spprof.stop()
+    assert st["timer"] != "mach"
+    assert not set(MACH_ONLY_STATS) & set(st), sorted(set(MACH_ONLY_STATS) & set(st))
+    for key in ("signals", "foreign_signals", "timer_overruns", "timers_active", "timer_failures"):
+        assert key in st, key

@@ -1,5 +1,5 @@
-// test_suspend_io.cpp: the Mach sampler's fault-free line-cached reader, the ring record
-// writer and weight rule, the thread census and the statistics counters.
+// test_suspend_io.cpp: the Mach sampler's fault-free line-cached reader, its weight rule, the
+// thread census and the statistics counters.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -7,7 +7,7 @@
 
 #include "harness.h"
 #include "suspend/cached_reader.h"
-#include "suspend/sample_writer.h"
+#include "suspend/time_convert.h"
 #include "suspend/suspend_stats.h"
 #include "suspend/thread_census.h"
 
@@ -110,61 +110,6 @@ TEST(reader_reset_drops_stale_lines_and_evicts_when_full) {
     CHECK(std::memcmp(big.data(), mem.bytes.data() + 3, big.size()) == 0);
 }
 
-TEST(writer_lays_out_header_frames_and_native_pcs) {
-    RingBuffer ring(4096);
-    RawSampleHeader h{};
-    h.timestamp_ns = 111;
-    h.weight_ns = 10'000'000;
-    h.native_tid = 0xABCDEF;
-    h.thread_serial = 3;
-    h.flags = kSampleOnCpu;
-    h.depth = 2;
-    h.native_depth = 3;
-    RawFrame frames[2] = {{0x1000, 4, 77}, {0x2000, 8 | kInstrEntryFlag, 88}};
-    uint64_t pcs[3] = {0x10, 0x20, 0x30};
-    CHECK(write_sample_record(ring, h, frames, pcs));
-    size_t size = 0;
-    const auto* p = static_cast<const unsigned char*>(ring.peek(&size));
-    CHECK(p != nullptr);
-    CHECK(size >= sample_record_bytes(2, 3));
-    RawSampleHeader got;
-    std::memcpy(&got, p, sizeof got);
-    CHECK_EQ(got.native_tid, 0xABCDEFull);
-    CHECK_EQ(got.thread_serial, 3u);
-    CHECK_EQ(got.depth, 2);
-    CHECK_EQ(got.native_depth, 3);
-    RawFrame f1;
-    std::memcpy(&f1, p + sizeof got + sizeof(RawFrame), sizeof f1);
-    CHECK_EQ(f1.code, 0x2000ull);
-    CHECK_EQ(f1.instr, 8u | kInstrEntryFlag);
-    uint64_t pc2;
-    std::memcpy(&pc2, p + sizeof got + 2 * sizeof(RawFrame) + 2 * 8, sizeof pc2);
-    CHECK_EQ(pc2, 0x30ull);
-    ring.pop();
-    CHECK(ring.empty());
-}
-
-TEST(writer_refuses_when_ring_full) {
-    RingBuffer ring(4096);
-    RawSampleHeader h{};
-    h.depth = 100;  // 40 + 1600 bytes: two fit in 4 KiB, the third is refused
-    std::vector<RawFrame> frames(100);
-    int written = 0;
-    while (write_sample_record(ring, h, frames.data(), nullptr) && written < 10) ++written;
-    CHECK_EQ(written, 2);
-    // Depths above the record caps are clamped, never overrun the caller's buffers.
-    RingBuffer big(1 << 16);
-    h.depth = 0;
-    h.native_depth = 0xFFFF;
-    std::vector<uint64_t> pcs(kMaxNativeFrames);
-    CHECK(write_sample_record(big, h, nullptr, pcs.data()));
-    size_t size = 0;
-    const void* p = big.peek(&size);
-    RawSampleHeader got;
-    std::memcpy(&got, p, sizeof got);
-    CHECK_EQ(got.native_depth, static_cast<uint16_t>(kMaxNativeFrames));
-}
-
 TEST(weight_is_elapsed_time_since_previous_sample) {
     CHECK_EQ(sample_weight_ns(1'000, 0, 10), 10ull);           // first sample: nominal
     CHECK_EQ(sample_weight_ns(12'500'000, 1'000'000, 10'000'000), 11'500'000ull);  // overslept
@@ -205,7 +150,9 @@ TEST(stats_max_total_and_reset) {
     s.add_captured();
     s.add_dropped();
     s.add_missed_ticks(4);
+    s.add_off_cpu_skipped();
     SuspendStatsSnapshot snap = s.snapshot();
+    CHECK_EQ(snap.off_cpu_skipped, 1ull);
     CHECK_EQ(snap.max_suspend_ns, 90ull);
     CHECK_EQ(snap.total_suspend_ns, 130ull);
     CHECK_EQ(snap.samples_captured, 1ull);
@@ -213,5 +160,5 @@ TEST(stats_max_total_and_reset) {
     CHECK_EQ(snap.missed_ticks, 4ull);
     s.reset();
     snap = s.snapshot();
-    CHECK_EQ(snap.max_suspend_ns + snap.total_suspend_ns + snap.missed_ticks, 0ull);
+    CHECK_EQ(snap.max_suspend_ns + snap.total_suspend_ns + snap.missed_ticks + snap.off_cpu_skipped, 0ull);
 }

@@ -38,8 +38,8 @@ ThreadEntry entry(uint64_t tid, uint32_t port, uintptr_t pthread = 0) {
 TEST(registry_add_remove_compact) {
     reset_released();
     ThreadRegistry reg;
-    CHECK(registry_init(reg, release_port, 8));
-    CHECK(!registry_init(reg, release_port, 8));  // EBUSY
+    CHECK(registry_init(reg, release_port, 8).ok());
+    CHECK(!registry_init(reg, release_port, 8).ok());  // twice
     const uint64_t gen0 = reg.generation();
     CHECK(registry_add(reg, entry(100, 1)));
     CHECK(registry_add(reg, entry(101, 2, 0xabc0)));
@@ -72,14 +72,14 @@ TEST(registry_add_remove_compact) {
     // Disabled: an add gives its port back at once.
     CHECK(!registry_add(reg, entry(200, 7)));
     CHECK_EQ(released(7), 1u);
-    CHECK(registry_init(reg, release_port, 8));  // usable again
+    CHECK(registry_init(reg, release_port, 8).ok());  // usable again
     registry_cleanup(reg);
 }
 
 TEST(registry_refuses_duplicate_live_id) {
     reset_released();
     ThreadRegistry reg;
-    CHECK(registry_init(reg, release_port, 4));
+    CHECK(registry_init(reg, release_port, 4).ok());
     CHECK(registry_add(reg, entry(5, 10)));
     CHECK(!registry_add(reg, entry(5, 11)));  // seeding raced the START hook
     CHECK_EQ(released(11), 1u);
@@ -97,7 +97,7 @@ TEST(registry_refuses_duplicate_live_id) {
 TEST(registry_snapshot_reports_needed_capacity) {
     reset_released();
     ThreadRegistry reg;
-    CHECK(registry_init(reg, release_port, 4));
+    CHECK(registry_init(reg, release_port, 4).ok());
     for (uint32_t i = 0; i < 10; ++i) CHECK(registry_add(reg, entry(1000 + i, 100 + i)));
     ThreadEntry snap[4];
     CHECK_EQ(registry_snapshot(reg, snap, 4), static_cast<size_t>(10));
@@ -109,7 +109,7 @@ TEST(registry_snapshot_reports_needed_capacity) {
 TEST(registry_only_sampler_compacts_while_active) {
     reset_released();
     ThreadRegistry reg;
-    CHECK(registry_init(reg, release_port, 4));
+    CHECK(registry_init(reg, release_port, 4).ok());
     reg.set_sampler_active(true);
     uint32_t port = 1;
     for (int i = 0; i < 200; ++i) {
@@ -132,7 +132,7 @@ TEST(registry_only_sampler_compacts_while_active) {
 TEST(registry_concurrent_add_remove_compact) {
     reset_released();
     ThreadRegistry reg;
-    CHECK(registry_init(reg, release_port, 16));
+    CHECK(registry_init(reg, release_port, 16).ok());
     reg.set_sampler_active(true);
     constexpr int kThreads = 8;
     constexpr int kPerThread = 2000;
@@ -197,7 +197,7 @@ TEST(registry_concurrent_add_remove_compact) {
 TEST(registry_reset_after_fork_forgets_without_releasing) {
     reset_released();
     ThreadRegistry reg;
-    CHECK(registry_init(reg, release_port, 4));
+    CHECK(registry_init(reg, release_port, 4).ok());
     CHECK(registry_add(reg, entry(1, 40)));
     reg.reset_after_fork();
     CHECK_EQ(reg.count(), static_cast<size_t>(0));

@@ -25,27 +25,19 @@ TEST(thread_table_ended_slot_is_reused_only_after_the_gate_was_seen_empty) {
     ThreadCtx* a = add(*t, 1001, 1);
     CHECK(a != nullptr);
     const uint32_t slot = a->serial_;
-    t->retire(a, 100);
+    t->retire(a);
     CHECK(t->by_serial(slot) == nullptr);  // no new lookup finds it
     CHECK(t->by_tid(1001) == nullptr);
     CHECK_EQ(t->quarantined(), 1u);
-    CHECK_EQ(t->collect(200, /*gate_empty=*/false, 0), 0u);  // a capture may hold it
+    CHECK_EQ(t->collect(/*gate_empty=*/false), 0u);  // a capture may hold it
     ThreadCtx* b = add(*t, 1002, 2);
     CHECK(b->serial_ != slot);  // the quarantined slot is not handed out
-    CHECK_EQ(t->collect(300, /*gate_empty=*/true, 0), 1u);
+    CHECK_EQ(t->collect(/*gate_empty=*/true), 1u);
     ThreadCtx* c = add(*t, 1003, 3);
     CHECK_EQ(c->serial_, slot);  // now it is
     CHECK(t->by_serial(slot) == c);
     CHECK(t->by_tid(1003) == c);
     CHECK(t->by_tid(1002) == b);
-}
-
-TEST(thread_table_minimum_grace_holds_a_retired_ctx_even_when_the_gate_is_empty) {
-    auto t = std::make_unique<ThreadTable>();
-    ThreadCtx* a = add(*t, 7, 1);
-    t->retire(a, 1'000);
-    CHECK_EQ(t->collect(1'000 + 999, true, 1'000), 0u);
-    CHECK_EQ(t->collect(1'000 + 1'000, true, 1'000), 1u);
 }
 
 TEST(thread_table_a_session_sees_far_more_threads_than_it_holds_at_once) {
@@ -58,9 +50,9 @@ TEST(thread_table_a_session_sees_far_more_threads_than_it_holds_at_once) {
         ThreadCtx*& cell = alive[i % 3];
         if (cell != nullptr) {
             const uint64_t tid = cell->native_tid_;
-            t->retire(cell, i);
+            t->retire(cell);
             CHECK(t->by_tid(tid) == nullptr);
-            if (i % 64 == 0) t->collect(i, true, 0);
+            if (i % 64 == 0) t->collect(true);
         }
         const uint64_t tid = 300 + (i * 7919u) % 40'000;  // reused tids
         cell = add(*t, tid, ++generation);
@@ -81,8 +73,8 @@ TEST(thread_table_full_table_refuses_a_new_thread_and_keeps_the_others) {
     CHECK(t->by_tid(10 + ThreadTable::kMaxThreads - 1) != nullptr);
     // one ends and is collected: room for one more
     ThreadCtx* first = t->by_tid(10);
-    t->retire(first, 1);
-    t->collect(2, true, 0);
+    t->retire(first);
+    t->collect(true);
     CHECK(add(*t, 999'999, 0) != nullptr);
     CHECK_EQ(t->take_slot(), ThreadTable::kNoSlot);
 }

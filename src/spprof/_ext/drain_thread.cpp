@@ -53,8 +53,6 @@ void* DrainThread::main(void* arg) {
     // thread scan): with the rings far from full, wait up to kMaxIdlePeriods periods between
     // passes. A capture that fills its ring past a quarter, or an application that replaced
     // our signal handler, gets a pass at the next wake-up.
-    // Where the platform's sampler writes one shared ring (macOS), every period.
-    const uint32_t max_idle = platform_samples_all_threads() ? 1 : kMaxIdlePeriods;
     uint32_t idle_periods = 0;
     for (;;) {
         {
@@ -65,7 +63,7 @@ void* DrainThread::main(void* arg) {
         // Every wake-up, without the GIL: a SIGSEGV/SIGBUS handler the program installed since
         // the last one is put behind the fault guard again.
         platform_fault_guard_keep();
-        if (++idle_periods < max_idle && !capture_take_drain_request() && !platform_handler_replaced())
+        if (++idle_periods < kMaxIdlePeriods && !capture_take_drain_request() && !platform_handler_replaced())
             continue;
         idle_periods = 0;
         PyEval_RestoreThread(saved);

@@ -4,8 +4,7 @@
 // from sampling and invisible to threading) and wakes every period, but takes the GIL for a
 // pass only when a capture left its ring over a quarter full, when the application replaced
 // our sampling-signal handler, or at the latest every kMaxIdlePeriods-th wake-up: each pass
-// costs the running program a GIL hand-off and the drain a thread scan. Where the platform's
-// sampler writes one shared ring (macOS), every wake-up. Every wake-up, GIL or not, puts the
+// costs the running program a GIL hand-off and the drain a thread scan. Every wake-up, GIL or not, puts the
 // fault guard back in front of a SIGSEGV/SIGBUS handler the program installed meanwhile.
 #pragma once
 

@@ -88,17 +88,13 @@ PyObject* build_stats(const Session* s) {
               put(d, "fault_guard_retaken", PyLong_FromUnsignedLongLong(platform_fault_guard_retaken())) &&
               put(d, "truncated_stacks", PyLong_FromUnsignedLongLong(cs.truncated)) &&
               put(d, "signals", PyLong_FromUnsignedLongLong(ps.signals)) &&
-              put(d, "foreign_signals", PyLong_FromUnsignedLongLong(ps.foreign_signals)) &&
-              put(d, "timer_overruns", PyLong_FromUnsignedLongLong(ps.overruns)) &&
               put(d, "timers_active", PyLong_FromUnsignedLongLong(ps.timers_active)) &&
               put(d, "timer_failures", PyLong_FromUnsignedLongLong(ps.timer_failures)) &&
               put(d, "signals_on_unsampled_threads", PyLong_FromUnsignedLongLong(cs.no_thread)) &&
-              put(d, "threads_sampled", PyLong_FromUnsignedLongLong(ps.threads_sampled)) &&
-              put(d, "threads_skipped", PyLong_FromUnsignedLongLong(ps.threads_skipped)) &&
-              put(d, "total_suspend_ns", PyLong_FromUnsignedLongLong(ps.total_suspend_ns)) &&
-              put(d, "max_suspend_ns", PyLong_FromUnsignedLongLong(ps.max_suspend_ns)) &&
-              put(d, "mach_walk_errors", PyLong_FromUnsignedLongLong(ps.walk_errors)) &&
               put(d, "frame_layout", PyUnicode_FromString(PyLayout::kName));
+    // Counters only this platform's sampling model has (platform.h, PlatformStats::extra).
+    for (size_t i = 0; ok && i < ps.extra_count; ++i)
+        ok = put(d, ps.extra[i].name, PyLong_FromUnsignedLongLong(ps.extra[i].value));
     if (ok && s != nullptr) {
         const SessionCounters& c = s->counters();
         ok = put(d, "threads_seen", PyLong_FromUnsignedLongLong(c.threads_registered)) &&
@@ -111,7 +107,6 @@ PyObject* build_stats(const Session* s) {
              put(d, "threads_alive_limit", PyLong_FromUnsignedLong(ThreadTable::kMaxThreads)) &&
              put(d, "thread_memory_bytes", PyLong_FromSize_t(s->thread_memory_bytes())) &&
              put(d, "handler_retaken", PyLong_FromUnsignedLongLong(c.handler_retaken)) &&
-             put(d, "off_cpu_skipped", PyLong_FromUnsignedLongLong(c.off_cpu_skipped)) &&
              put(d, "threads_found_by_scan", PyLong_FromUnsignedLongLong(c.threads_discovered_by_scan)) &&
              put(d, "timer_attach_failures", PyLong_FromUnsignedLongLong(c.attach_failures)) &&
              put(d, "drains", PyLong_FromUnsignedLongLong(c.drains)) &&

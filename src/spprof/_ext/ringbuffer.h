@@ -1,7 +1,8 @@
 // ringbuffer.h: a single-producer single-consumer ring of variable-length records.
 //
-// Exactly one writer (on Linux the sampled thread's own signal handler, on macOS the Mach
-// sampler thread) and one reader (the drain, GIL held). The writer side is SIGNAL-SAFE and
+// Exactly one writer at a time (the producers of a thread's ring take turns through
+// ThreadCtx::busy_: its own signal handler on Linux, the wall census, the Mach sampler thread
+// on macOS; record_writer.h) and one reader (the drain, GIL held). The writer side is SIGNAL-SAFE and
 // NO-HEAP: it never blocks, never allocates; a record that does not fit is refused and the
 // caller counts it as dropped. Records are 8-byte aligned and never straddle the end of the
 // buffer: when the tail room is too small a padding record fills it and the record starts

@@ -19,8 +19,7 @@ SampleDrain::SampleDrain(const SessionConfig& config, SessionThreads& threads, R
       keepalive_(keepalive),
       counters_(counters),
       namer_(resolver),
-      builder_(StackBuilderConfig{Resolver::kTruncatedFrame, Resolver::kNoPythonFrame, config.interpreter_frames}),
-      sampler_ring_(config.ring_bytes) {}
+      builder_(StackBuilderConfig{Resolver::kTruncatedFrame, Resolver::kNoPythonFrame, config.interpreter_frames})) {}
 
 void SampleDrain::slot_taken(uint32_t slot) {
     if (last_stack_.size() <= slot) last_stack_.resize(slot + 1, kNoStack);
@@ -34,7 +33,6 @@ void SampleDrain::drain_all(bool over_limit) {
         ThreadCtx* ctx = table.at(i);
         if (ctx != nullptr && ctx->ring_) drain_ring(ctx->ring_.get());
     }
-    drain_ring(&sampler_ring_);
     threads_.collect_retired();
     keepalive_.end_of_pass();
     ++counters_.drains;
@@ -46,28 +44,15 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
         ++counters_.records;
         const auto* hdr = static_cast<const RawSampleHeader*>(rec);
         const auto* frames = reinterpret_cast<const RawFrame*>(hdr + 1);
-        // The record names its thread by slot (or by tid only, kNoThreadSerial); the profile
-        // by record id, which outlives the slot.
-        const uint32_t slot = hdr->thread_serial;
-        uint32_t id = threads_.record_of_slot(slot);
-        if (slot == kNoThreadSerial) id = threads_.record_of_tid(hdr->native_tid);
+        // The record names its thread by slot; the profile by record id, which outlives the slot.
+        const uint32_t id = threads_.record_of_slot(hdr->thread_serial);
         if (id == SessionThreads::kNoRecord) {
             ++counters_.unknown_thread;
             ring->pop();
             continue;
         }
         const uint32_t serial = threads_.record(id).slot;  // last_stack_ is per slot
-        uint32_t flags = hdr->flags;
-        if (ring == &sampler_ring_ && !(flags & kSampleOnCpu)) {
-            // A sampler that sees every thread (Mach) also sees blocked ones: CPU mode keeps
-            // only what ran, wall mode keeps them as idle.
-            if (!config_.wall_mode) {
-                ++counters_.off_cpu_skipped;
-                ring->pop();
-                continue;
-            }
-            flags |= kSampleIdle;
-        }
+        const uint32_t flags = hdr->flags;
         if (last_stack_.size() <= serial) last_stack_.resize(serial + 1, kNoStack);
         if (over_limit_) {
             ++counters_.dropped_memory;

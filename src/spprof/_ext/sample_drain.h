@@ -29,13 +29,11 @@ public:
     SampleDrain(const SampleDrain&) = delete;
     SampleDrain& operator=(const SampleDrain&) = delete;
 
-    // The ring a sampler that sees every thread writes (the Mach sampler).
-    RingBuffer* sampler_ring() { return &sampler_ring_; }
     // Native mode: eval-loop ranges for the interleaving (set at start).
     StackBuilder& builder() { return builder_; }
     const StackBuilder& builder() const { return builder_; }
 
-    // GIL held. One pass: every live thread's ring and the sampler's, then the retired ctxs no
+    // GIL held. One pass: every live thread's ring, then the retired ctxs no
     // capture can hold are freed and the code keeper's pass ends. `over_limit`: the session
     // is over its memory limit; records read until the next pass are dropped.
     void drain_all(bool over_limit);
@@ -65,7 +63,6 @@ private:
     SessionCounters& counters_;
     ResolverNamer namer_;
     StackBuilder builder_;
-    RingBuffer sampler_ring_;
     std::vector<uint32_t> last_stack_;  // per slot: the stack idle records reuse
     bool over_limit_ = false;
 };

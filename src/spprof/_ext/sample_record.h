@@ -43,15 +43,11 @@ enum SampleFlags : uint32_t {
                                  // on this stack; depth 0: its last stack
 };
 
-// Sentinel for RawSampleHeader.thread_serial: the record names its thread by native_tid only
-// (the Mach sampler, whose registry is not the session's thread table).
-constexpr uint32_t kNoThreadSerial = 0xFFFFFFFFu;
-
 struct RawSampleHeader {
     uint64_t timestamp_ns;  // monotonic clock
     uint64_t weight_ns;     // sampled time this record stands for (overruns included)
     uint64_t native_tid;    // kernel tid (Linux) / Mach thread id (macOS)
-    uint32_t thread_serial; // index into the session's thread table, or kNoThreadSerial
+    uint32_t thread_serial; // the thread's slot in the session's ThreadTable
     uint32_t flags;         // SampleFlags
     uint16_t depth;         // RawFrame count that follows, leaf first
     uint16_t native_depth;  // uint64_t return addresses after the frames, leaf first

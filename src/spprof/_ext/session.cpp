@@ -43,7 +43,7 @@ Error Session::start() {
         platform_set_native_unwinding(true);
     }
     const TimerKind kind = config_.wall_mode ? TimerKind::kWall : config_.timer;
-    Error e = platform_timer_create(config_.interval_ns, kind, drain_.sampler_ring());
+    Error e = platform_timer_create(config_.interval_ns, kind);
     if (!e.ok()) {
         if (config_.native) platform_set_native_unwinding(false);
         return e;
@@ -61,7 +61,7 @@ Error Session::start() {
     scan_threads();
     PlatformStats ps;
     platform_get_stats(&ps);
-    if (threads_.table().live() == 0 || (std::strcmp(ps.timer, "per-thread") == 0 && ps.timers_active == 0)) {
+    if (threads_.table().live() == 0 || !platform_sampling_armed()) {
         stop();
         return Error::runtime("no thread could be sampled (per-thread timers refused and no fallback)");
     }
@@ -76,7 +76,7 @@ Error Session::start() {
         log_debug("overhead budget %.3f %%: one signal delivery costs %llu ns", config_.max_overhead_pct,
                   static_cast<unsigned long long>(signal_cost));
     }
-    if (config_.wall_mode && !platform_samples_all_threads()) {
+    if (config_.wall_mode && platform_traits().session_wall_census) {
         wall_ = std::make_unique<WallSampler>(&threads_.table(), config_.interval_ns);
         e = wall_->start();
         if (!e.ok()) {

@@ -37,7 +37,6 @@ struct SessionCounters {
     uint64_t threads_refused = 0;        // more alive at once than the table holds
     uint64_t threads_alive_max = 0;
     uint64_t attach_failures = 0;
-    uint64_t off_cpu_skipped = 0;   // sampler records of blocked threads dropped in CPU mode
     uint64_t handler_retaken = 0;   // times the application replaced our SIGPROF handler
 };
 

@@ -8,11 +8,11 @@
 #include "log.h"
 #include "platform/platform.h"
 #include "pyframes/thread_state.h"
+#include "record_writer.h"
 #include "sample_record.h"
 #include "signal_handler.h"
 #include "stack_store.h"
 #include "thread_names.h"
-#include "wall_sampler.h"
 
 namespace spprof {
 
@@ -205,7 +205,7 @@ void SessionThreads::retire(uint32_t slot) {
     refresh_cpu(id);
     rec.ended_ns = platform_monotonic_ns();
     live_by_tstate_.erase(rec.tstate);
-    table_.retire(ctx, rec.ended_ns);  // freed once no capture can hold it (ThreadTable::collect)
+    table_.retire(ctx);  // freed once no capture can hold it (ThreadTable::collect)
     // Right away if the gate is empty now (one atomic load): a thread-per-request server
     // retires thousands of threads between two drain passes.
     collect_retired();
@@ -263,11 +263,11 @@ void SessionThreads::refresh_names() {
 }
 
 void SessionThreads::collect_retired() {
-    // Ended threads no capture can still hold. The Mach sampler keeps its own list of ctxs for
-    // a cycle, outside the gate: there a retired ctx also waits out a second.
+    // Ended threads no capture can still hold: every sampler (signal handlers, the wall census,
+    // the Mach sampler's cycle) holds the capture gate while it uses a ctx.
     if (table_.quarantined() == 0) return;
     const bool gate_empty = capture_quiescent();
-    table_.collect(platform_monotonic_ns(), gate_empty, platform_samples_all_threads() ? 1'000'000'000ull : 0);
+    table_.collect(gate_empty);
 }
 
 void SessionThreads::mark_running_at_stop() {
@@ -277,12 +277,6 @@ void SessionThreads::mark_running_at_stop() {
             r.ended_ns = 0;  // still running at stop: "ended" means ended before stop()
         }
     }
-}
-
-uint32_t SessionThreads::record_of_tid(uint64_t tid) const {
-    for (size_t i = records_.size(); i-- > 0;)
-        if (records_[i].alive && records_[i].native_tid == tid) return static_cast<uint32_t>(i);
-    return kNoRecord;
 }
 
 size_t SessionThreads::memory_bytes() const {

@@ -96,8 +96,6 @@ public:
     ThreadRecord& record(uint32_t id) { return records_[id]; }
     // The record of the live thread in `slot`, or kNoRecord.
     uint32_t record_of_slot(uint32_t slot) const { return slot < slot_record_.size() ? slot_record_[slot] : kNoRecord; }
-    // The record of the live thread with kernel tid `tid`, or kNoRecord.
-    uint32_t record_of_tid(uint64_t tid) const;
     size_t live_count() const { return live_by_tstate_.size(); }
     // Contexts alive and in quarantine, the pages rings in use and pooled touched, records,
     // names and the indexes.

@@ -1,7 +1,9 @@
-// signal_handler.cpp: the capture path (see signal_handler.h). Every function in this file
-// except capture_enable/capture_disable_and_wait/capture_stats is SIGNAL-SAFE and NO-HEAP.
+// signal_handler.cpp: the Linux signal path (see signal_handler.h): the sampling signal's
+// handler and the capture it runs. Every function in this file except capture_enable,
+// capture_disable_and_wait, capture_stats and capture_reset_stats is SIGNAL-SAFE and NO-HEAP.
 #include "signal_handler.h"
 
+#include <errno.h>
 #include <setjmp.h>
 
 #include <atomic>
@@ -10,6 +12,7 @@
 #include "capture_gate.h"
 #include "framewalker.h"
 #include "platform/platform.h"
+#include "record_writer.h"
 #include "sample_record.h"
 #include "thread_table.h"
 #include "unwind/ucontext_regs.h"
@@ -22,8 +25,6 @@ namespace {
 // The session's thread table, for captures (CaptureGate: stop waits for them to leave).
 CaptureGate<ThreadTable> g_gate;
 std::atomic<const UnwindTables*> g_unwind{nullptr};  // null: Python frames only; read inside the gate
-// Set by a capture that left its ring over a quarter full; taken by the drain thread.
-std::atomic<bool> g_drain_wanted{false};
 
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
@@ -146,19 +147,16 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         ctx->dropped_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
-    RingBuffer* ring = ctx->ring_.get();
-    constexpr size_t kMaxRecord = sizeof(RawSampleHeader) + kMaxPythonFrames * sizeof(RawFrame) +
-                                  kMaxNativeFrames * sizeof(uint64_t);
-    void* space = ring ? ring->reserve(kMaxRecord) : nullptr;
-    if (space == nullptr) {
+    // The walk writes straight into the ring's space: no copy on the signal path.
+    RecordWriter record(ctx->ring_.get());
+    if (!record.open()) {
         bump(g_counters.dropped_full);
         ctx->dropped_.fetch_add(1, std::memory_order_relaxed);
         ctx->busy_.store(false, std::memory_order_release);
         return false;
     }
     const uint64_t started = platform_monotonic_ns();
-    auto* hdr = static_cast<RawSampleHeader*>(space);
-    auto* frames = reinterpret_cast<RawFrame*>(hdr + 1);
+    RawFrame* const frames = record.frames();
     CaptureWork work;
     const bool clean = guarded_walk(ctx, reinterpret_cast<uintptr_t>(self), frames, ucontext, unwind, &work);
     WalkResult w = work.walk;
@@ -188,6 +186,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
     }
     if (w.depth == 0 && native_depth == 0 && !clean) {
         // Nothing readable at all: no record (counted above).
+        record.abandon();
         ctx->busy_.store(false, std::memory_order_release);
         return false;
     }
@@ -201,22 +200,21 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
             ++w.depth;
         }
     }
-    hdr->timestamp_ns = started;
-    hdr->weight_ns = weight_ns;
-    hdr->native_tid = ctx->native_tid_;
-    hdr->thread_serial = ctx->serial_;
+    RawSampleHeader hdr{};
+    hdr.timestamp_ns = started;
+    hdr.weight_ns = weight_ns;
+    hdr.native_tid = ctx->native_tid_;
+    hdr.thread_serial = ctx->serial_;
     // PyGILState_Check compares the GIL holder (an atomic on 3.9-3.11, libpython's own
     // thread-local attached state on 3.12+) with our TSS entry: no lock, no allocation.
     const bool has_gil = PyGILState_Check() != 0;
-    hdr->flags = (w.truncated ? kSampleTruncated : 0u) | (idle ? kSampleIdle : kSampleOnCpu) |
-                 kSampleGilKnown | (has_gil ? kSampleHasGil : 0u);
-    hdr->depth = static_cast<uint16_t>(w.depth);
-    hdr->native_depth = static_cast<uint16_t>(native_depth);
-    hdr->reserved = 0;
+    hdr.flags = (w.truncated ? kSampleTruncated : 0u) | (idle ? kSampleIdle : kSampleOnCpu) |
+                kSampleGilKnown | (has_gil ? kSampleHasGil : 0u);
+    hdr.depth = static_cast<uint16_t>(w.depth);
     // Native pcs follow the Python frames actually kept: after a fault in the Python walk
     // there are none (the unwind never ran).
-    ring->commit(sizeof(RawSampleHeader) + w.depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t));
-    if (ring->used() > ring->capacity() / 4) g_drain_wanted.store(true, std::memory_order_relaxed);
+    hdr.native_depth = static_cast<uint16_t>(native_depth);
+    record.commit(hdr);
     ctx->captured_.fetch_add(1, std::memory_order_relaxed);
     bump(g_counters.captured);
     g_counters.capture_ns.fetch_add(platform_monotonic_ns() - started, std::memory_order_relaxed);
@@ -310,10 +308,10 @@ bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontex
 }
 
 bool capture_quiescent() { return g_gate.in_flight() == 0; }
-void capture_gate_enter() { g_gate.enter(); }
+const ThreadTable* capture_gate_enter() { return g_gate.enter(); }
 void capture_gate_leave() { g_gate.leave(); }
 
-bool capture_take_drain_request() { return g_drain_wanted.exchange(false, std::memory_order_relaxed); }
+bool capture_take_drain_request() { return record_take_drain_request(); }
 
 CaptureStats capture_stats() {
     CaptureStats s;
@@ -354,5 +352,46 @@ void capture_reset_stats() {
 }
 
 void capture_count_idle() { bump(g_counters.idle); }
+
+void capture_count_sampled(bool written) { bump(written ? g_counters.captured : g_counters.dropped_full); }
+
+SignalPath g_signal_path;
+
+void on_sample_signal(int signo, siginfo_t* si, void* uc) {
+    const int saved_errno = errno;
+    SignalPath& path = g_signal_path;
+    const SignalDelivery d = path.read(signo, si);
+    if (d.kind == SignalDelivery::kQueuedBySelf && d.value == kCalibrationValue) {
+        errno = saved_errno;
+        return;
+    }
+    const auto route = static_cast<SignalRoute>(path.route.load(std::memory_order_acquire));
+    const uint64_t interval = path.interval_ns.load(std::memory_order_relaxed);
+    const bool rt = signo == path.rt_signo.load(std::memory_order_relaxed);
+    // A timer or request of ours carries kTimerValueMagic | serial, never a pointer: a foreign
+    // signal is never dereferenced.
+    const bool magic = (d.value & 0xFFFFFFFF00000000ull) == kTimerValueMagic;
+    bool ours = false;
+    if (d.kind == SignalDelivery::kTimer && rt && magic &&
+        (route == SignalRoute::kPerThread || route == SignalRoute::kWall)) {
+        ours = true;
+        path.signals.fetch_add(1, std::memory_order_relaxed);
+        path.overruns.fetch_add(d.overrun, std::memory_order_relaxed);
+        if (!capture_by_serial(static_cast<uint32_t>(d.value), interval * (1 + d.overrun), uc))
+            path.no_thread.fetch_add(1, std::memory_order_relaxed);
+    } else if (d.kind == SignalDelivery::kQueuedBySelf && rt && magic && route == SignalRoute::kWall) {
+        ours = true;
+        path.signals.fetch_add(1, std::memory_order_relaxed);
+        if (!capture_wall_by_serial(static_cast<uint32_t>(d.value), uc))
+            path.no_thread.fetch_add(1, std::memory_order_relaxed);
+    } else if (d.kind == SignalDelivery::kProcessTimer && route == SignalRoute::kItimer) {
+        ours = true;
+        path.signals.fetch_add(1, std::memory_order_relaxed);
+        if (!capture_by_tid(platform_current_tid(), interval, uc))
+            path.no_thread.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!ours) path.chain(signo, si, uc);
+    errno = saved_errno;
+}
 
 }  // namespace spprof

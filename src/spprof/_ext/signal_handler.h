@@ -1,7 +1,9 @@
-// signal_handler.h: the capture path: what runs when a sample is due on the Linux signal path.
+// signal_handler.h: the Linux signal path: the sampling signal's handler and the capture it runs.
 //
-// platform/linux.cpp owns the sigaction-level handler (it decodes siginfo) and calls
-// capture_by_serial / capture_by_tid. Those find the ThreadCtx, check that the interrupted
+// on_sample_signal is the handler: platform/linux.cpp installs it with sigaction (and owns
+// the timers, the choice of signal and the handler it chains to) and keeps g_signal_path
+// telling it what a delivery of ours looks like. The handler decodes each delivery and calls
+// capture_by_serial / capture_by_tid / capture_wall_by_serial. Those find the ThreadCtx, check that the interrupted
 // thread really is that ctx's Python thread, walk its Python frames into the ctx's ring, and
 // count what went wrong. The walk trusts nothing it reads (framewalker.h) and runs under the
 // fault guard (platform/fault_guard_linux.cpp): a load that faults ends the walk, the frames
@@ -12,11 +14,56 @@
 // capture_enable / capture_disable_and_wait bracket a session (normal context, GIL held).
 #pragma once
 
+#include <signal.h>  // siginfo_t: POSIX, so this compiles on every platform; installed on Linux only
+
+#include <atomic>
 #include <cstdint>
 
 #include "platform/platform.h"
 
 namespace spprof {
+
+// ---- the handler -------------------------------------------------------------------------
+
+// Which deliveries are samples, set by platform/linux.cpp as it starts and switches timers.
+enum class SignalRoute : int {
+    kNone = 0,
+    kPerThread = 1,  // per-thread CPU timers on the real-time signal
+    kItimer = 2,     // setitimer(ITIMER_PROF) on SIGPROF
+    kWall = 3,       // per-thread CPU timers plus the wall census's requests (SI_QUEUE)
+};
+
+// One delivery as the platform reads it from its siginfo (fields only Linux has: si_overrun,
+// SI_KERNEL). SIGNAL-SAFE.
+struct SignalDelivery {
+    enum Kind { kOther, kTimer, kQueuedBySelf, kProcessTimer } kind = kOther;
+    uint64_t value = 0;    // kTimer, kQueuedBySelf: the sigev / sigqueue value
+    uint64_t overrun = 0;  // kTimer: expirations folded into this delivery
+};
+
+// What the handler reads on each delivery. platform/linux.cpp fills `read` and `chain` before
+// it installs the handler (sigaction orders those writes before any delivery) and keeps the
+// rest current; the counters are the handler's.
+struct SignalPath {
+    SignalDelivery (*read)(int signo, const siginfo_t* si) = nullptr;
+    // Hands a delivery that is not ours to the handler installed before ours.
+    void (*chain)(int signo, siginfo_t* si, void* uc) = nullptr;
+    std::atomic<int> route{static_cast<int>(SignalRoute::kNone)};
+    std::atomic<int> rt_signo{0};            // the per-thread timers' signal; 0 when none
+    std::atomic<uint64_t> interval_ns{0};    // what one timer expiration stands for
+    std::atomic<uint64_t> signals{0};        // deliveries taken as samples (or sample requests)
+    std::atomic<uint64_t> overruns{0};       // timer expirations folded into a delivery
+    std::atomic<uint64_t> no_thread{0};      // samples for a thread we do not sample
+};
+extern SignalPath g_signal_path;
+
+// sigev value of the calibration signals (platform_calibrate_signal_ns): returned from at once.
+constexpr uint64_t kCalibrationValue = kTimerValueMagic | 0xFFFFFFFFull;
+
+// SIGNAL-SAFE, NO-HEAP: the sampling signal's handler (SA_SIGINFO). errno is preserved.
+void on_sample_signal(int signo, siginfo_t* si, void* uc);
+
+// ---- the capture ---------------------------------------------------------------------------
 
 class ThreadTable;
 class UnwindTables;
@@ -62,8 +109,10 @@ bool capture_wall_by_serial(uint32_t serial, const void* ucontext);
 // right now: any of them that loaded a ctx the ThreadTable unpublished before this call has
 // finished with it (capture_gate.h).
 bool capture_quiescent();
-// The wall census holds the gate like a capture while it uses ctxs (SIGNAL-SAFE).
-void capture_gate_enter();
+// Samplers on threads of their own (the wall census, the Mach sampler) hold the gate like a
+// capture while they use ctxs (SIGNAL-SAFE). enter() returns the session's table, null when
+// captures are disabled; every enter() is paired with one leave().
+const ThreadTable* capture_gate_enter();
 void capture_gate_leave();
 
 // Drain thread. True once since the last call if a capture left its ring over a quarter
@@ -73,6 +122,8 @@ bool capture_take_drain_request();
 CaptureStats capture_stats();
 // Sampler thread (wall mode) and registration: the idle-record counter lives with the others.
 void capture_count_idle();
+// The Mach sampler: one record written into a thread's ring (or refused: ring full or busy).
+void capture_count_sampled(bool written);
 void capture_reset_stats();
 
 }  // namespace spprof

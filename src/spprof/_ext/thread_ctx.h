@@ -21,7 +21,9 @@ struct _ts;  // PyThreadState, kept opaque here so platform code needs no Python
 
 namespace spprof {
 
-struct PlatformThread;  // per-OS data (Linux: the POSIX timer), owned by platform_thread_*
+struct PlatformThread;  // per-OS data (Linux: the POSIX timer), made by platform_thread_attach
+// Owns it: the deleter (platform_thread_free) releases what it holds. Null when not armed.
+using PlatformThreadPtr = std::unique_ptr<PlatformThread, void (*)(PlatformThread*)>;
 
 // Checked by the capture path before it trusts a ThreadCtx found through the session tables.
 constexpr uint64_t kThreadCtxMagic = 0x7370'7072'6f66'5443ull;  // "spprofTC"
@@ -74,10 +76,11 @@ struct ThreadCtx {
     // Linux: a per-thread CPU timer samples this thread (set by platform_thread_attach, cleared
     // by detach). Wall mode's census relies on it for the thread's CPU time.
     std::atomic<bool> cpu_timer_armed_{false};
-    // busy_ also makes the ring's producers take turns: the thread's own handler, and in wall
-    // mode the sampler thread writing an idle record for a thread it did not signal. Whoever
+    // busy_ also makes the ring's producers take turns: the thread's own handler, in wall
+    // mode the census thread writing an idle record for a thread it did not signal, and the
+    // Mach sampler thread (record_writer.h, write_foreign_record). Whoever
     // fails to take it drops and counts; nobody waits.
-    PlatformThread* platform_ = nullptr;    // owned by platform_thread_attach/detach
+    PlatformThreadPtr platform_{nullptr, nullptr};  // set by platform_thread_attach, reset by detach
     // The thread's stack, set at registration before sampling is armed: the native unwinder
     // reads saved registers only inside it (0/0: record only the interrupted pc).
     uintptr_t stack_lo_ = 0;

@@ -11,8 +11,8 @@
 // finds it detached. Those readers hold the capture gate (capture_gate.h) while they use a
 // ctx, so once the gate is seen empty after the unpublishing (both sequentially consistent:
 // the store-buffering argument of capture_gate.h), none can still hold it: collect() frees it
-// and gives its slot back for a new thread. Where a sampler keeps its own list of ctxs (the
-// Mach sampler), the caller also asks for a minimum time in quarantine.
+// and gives its slot back for a new thread. (The Mach sampler keeps its own list of ctxs, but
+// holds the gate for its cycle and uses one only while it is still published here.)
 // Writers: the session, GIL held (one writer at a time). Readers: any thread, including
 // signal handlers (SIGNAL-SAFE, NO-HEAP: atomic loads and bounded loops only).
 #pragma once
@@ -83,31 +83,24 @@ public:
 
     // Normal context, GIL held, after the thread's timer is gone and its ring drained and
     // released: no new lookup finds ctx; it stays in memory until collect() frees it.
-    void retire(ThreadCtx* ctx, uint64_t now_ns) {
+    void retire(ThreadCtx* ctx) {
         const uint32_t slot = ctx->serial_;
         if (slot >= by_slot_.size() || by_slot_[slot].get() != ctx) return;
         unindex_tid(ctx->native_tid_, slot);
         Chunk* c = chunks_[slot >> kChunkBits].load(std::memory_order_relaxed);
         c->slots[slot & (kChunkSize - 1)].store(nullptr, std::memory_order_seq_cst);  // before the gate check
-        quarantine_.push_back(Quarantined{std::move(by_slot_[slot]), now_ns});
+        quarantine_.push_back(std::move(by_slot_[slot]));
         --live_;
     }
 
     // Normal context, GIL held. `gate_empty`: the capture gate was seen empty after every
-    // retire() so far. Frees what no reader can hold any more and was retired at least
-    // `min_grace_ns` ago, and gives its slots back. Returns how many were freed.
-    size_t collect(uint64_t now_ns, bool gate_empty, uint64_t min_grace_ns) {
-        size_t kept = 0, freed = 0;
-        for (auto& q : quarantine_) {
-            if (gate_empty && now_ns - q.retired_ns >= min_grace_ns) {
-                free_slots_.push_back(q.ctx->serial_);
-                q.ctx.reset();
-                ++freed;
-            } else {
-                quarantine_[kept++] = std::move(q);
-            }
-        }
-        quarantine_.resize(kept);
+    // retire() so far. Frees what no reader can hold any more and gives its slots back.
+    // Returns how many were freed.
+    size_t collect(bool gate_empty) {
+        if (!gate_empty) return 0;
+        const size_t freed = quarantine_.size();
+        for (auto& ctx : quarantine_) free_slots_.push_back(ctx->serial_);
+        quarantine_.clear();
         if (tombstones_ > kTidSlots / 4) rebuild_tid_index();
         return freed;
     }
@@ -122,7 +115,7 @@ public:
     size_t memory_bytes() const {
         return (live_ + quarantine_.size()) * sizeof(ThreadCtx) + owned_chunks_.size() * sizeof(Chunk) +
                kTidSlots * sizeof(uint64_t) + by_slot_.capacity() * sizeof(by_slot_[0]) +
-               quarantine_.capacity() * sizeof(Quarantined) + free_slots_.capacity() * sizeof(uint32_t);
+               quarantine_.capacity() * sizeof(std::unique_ptr<ThreadCtx>) + free_slots_.capacity() * sizeof(uint32_t);
     }
 
     // Any thread: slots below this have been used (by_serial may return nullptr for any).
@@ -154,10 +147,6 @@ private:
             for (auto& s : slots) s.store(nullptr, std::memory_order_relaxed);
         }
         std::atomic<ThreadCtx*> slots[kChunkSize];
-    };
-    struct Quarantined {
-        std::unique_ptr<ThreadCtx> ctx;
-        uint64_t retired_ns = 0;
     };
     static constexpr uint64_t kEmpty = 0;
     static constexpr uint64_t kTombstone = ~0ull;
@@ -223,7 +212,7 @@ private:
     size_t live_ = 0;
     std::vector<std::unique_ptr<Chunk>> owned_chunks_;
     std::vector<std::unique_ptr<ThreadCtx>> by_slot_;  // by slot; null when free or quarantined
-    std::vector<Quarantined> quarantine_;
+    std::vector<std::unique_ptr<ThreadCtx>> quarantine_;
     std::vector<uint32_t> free_slots_;
 };
 

@@ -6,6 +6,7 @@
 #include "framewalker.h"
 #include "log.h"
 #include "platform/platform.h"
+#include "record_writer.h"
 #include "sample_record.h"
 #include "signal_handler.h"
 #include "suspend/cached_reader.h"
@@ -42,25 +43,6 @@ struct SafeReadFetch {
 // Another thread's memory, read a line at a time by reads that cannot fault: the census
 // thread walks a stack that its owner may change (it woke up) or free (it ended) meanwhile.
 struct WallSampler::OutsideReader : CachedReader<SafeReadFetch> {};
-
-bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawFrame* frames) {
-    if (ctx->busy_.exchange(true, std::memory_order_acquire)) return false;
-    bool ok = false;
-    RingBuffer* ring = ctx->ring_.get();
-    if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached && ring != nullptr) {
-        const size_t bytes = sizeof(RawSampleHeader) + hdr.depth * sizeof(RawFrame);
-        void* space = ring->reserve(bytes);
-        if (space != nullptr) {
-            std::memcpy(space, &hdr, sizeof hdr);
-            if (hdr.depth > 0)
-                std::memcpy(static_cast<char*>(space) + sizeof hdr, frames, hdr.depth * sizeof(RawFrame));
-            ring->commit(bytes);
-            ok = true;
-        }
-    }
-    ctx->busy_.store(false, std::memory_order_release);
-    return ok;
-}
 
 WallSampler::WallSampler(ThreadTable* table, uint64_t interval_ns)
     : table_(table),

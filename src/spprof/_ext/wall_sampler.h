@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "error.h"
+#include "record_writer.h"  // write_foreign_record, for the session
 #include "wall_census.h"
 
 namespace spprof {
@@ -91,11 +92,5 @@ private:
     std::atomic<uint64_t> ticks_{0}, missed_{0}, signals_{0}, idle_{0}, idle_dropped_{0}, probes_{0},
         walks_{0}, walks_lost_{0};
 };
-
-// Sampler thread (or a registering thread, GIL held): writes a record into ctx's ring without
-// being ctx's thread, taking the ring's turn through ctx->busy_. The record is `hdr` followed
-// by hdr.depth frames. False (and nothing written) when the ring is busy, full or retired.
-bool write_foreign_record(ThreadCtx* ctx, const struct RawSampleHeader& hdr,
-                          const struct RawFrame* frames);
 
 }  // namespace spprof

@@ -1,15 +1,14 @@
 // platform/darwin.cpp: the platform_* surface (platform.h) on macOS, over the Mach sampler
 // (darwin_mach.h). There is one engine here: a sampler thread that suspends each attached
-// Python thread in turn, so TimerKind is accepted and ignored; records go straight into the
-// session's sampler ring, each naming its thread by ThreadCtx serial and Mach thread id.
-// Compiled on macOS only.
+// Python thread in turn, so TimerKind only says whether blocked threads are sampled (kWall);
+// records go into each sampled thread's own ThreadCtx ring. Compiled on macOS only.
 #if defined(__APPLE__)
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
 
-#include <cerrno>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -19,77 +18,63 @@
 
 namespace spprof {
 
-namespace {
-
-Error from_errno(const char* what, int err) {
-    switch (err) {
-        case EINVAL: return Error::value(what);
-        case ENOMEM: return Error::memory(what);
-        default: return Error::os(what, err);
-    }
-}
-
-}  // namespace
-
-Error platform_init() {
-    if (mach_sampler_init() != 0) return from_errno("cannot initialise the Mach sampler", errno);
-    return Error::none();
-}
+Error platform_init() { return mach_sampler_init(); }
 
 void platform_cleanup() { mach_sampler_cleanup(); }
 
-Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* sampler_ring) {
-    (void)kind;  // one engine on macOS
-    if (mach_sampler_start(interval_ns, sampler_ring) != 0) {
-        const int err = errno;
-        switch (err) {
-            case EINVAL:
-                return Error::value(sampler_ring == nullptr
-                                        ? "the Mach sampler needs a sampler ring"
-                                        : "interval must be between 1 ms and 1 s");
-            case EAGAIN: return Error::runtime("the Mach sampler is already running");
-            default: return from_errno("cannot start the Mach sampler", err);
-        }
-    }
-    return Error::none();
+PlatformTraits platform_traits() {
+    PlatformTraits t;
+    t.session_wall_census = false;  // the Mach sampler sees blocked threads itself
+    return t;
 }
 
-Error platform_timer_destroy() {
-    // Not running is not an error here: stop paths may run after a failed start.
-    if (mach_sampler_stop() != 0 && errno != ESRCH) {
-        return Error::os("cannot stop the Mach sampler", errno);
-    }
-    return Error::none();
+namespace {
+std::atomic<uint64_t> g_attach_failures{0};
+}  // namespace
+
+Error platform_timer_create(uint64_t interval_ns, TimerKind kind) {
+    return mach_sampler_start(interval_ns, kind == TimerKind::kWall);
 }
+
+void platform_timer_destroy() { mach_sampler_stop(); }
 
 Error platform_thread_attach(ThreadCtx* ctx) {
-    if (mach_sampler_attach(ctx) != 0) return from_errno("cannot attach thread", errno);
-    return Error::none();
+    Error e = mach_sampler_attach(ctx);
+    if (!e.ok()) g_attach_failures.fetch_add(1, std::memory_order_relaxed);
+    return e;
 }
 
 void platform_thread_detach(ThreadCtx* ctx) { mach_sampler_detach(ctx); }
+
+bool platform_sampling_armed() { return mach_sampler_attached_count() > 0; }
 
 void platform_get_stats(PlatformStats* out) {
     if (out == nullptr) return;
     const SuspendStatsSnapshot s = mach_sampler_stats_snapshot();
     *out = PlatformStats{};
     out->timer = "mach";
-    out->signals = s.ticks;           // sampler wake-ups
-    out->overruns = s.missed_ticks;   // deadlines skipped while catching up
+    out->signals = 0;  // the Mach sampler sends none
     out->timers_active = mach_sampler_attached_count();
-    out->no_thread = s.unmatched_threads;
-    out->threads_sampled = s.threads_sampled;
-    out->threads_skipped = s.threads_skipped;
-    out->total_suspend_ns = s.total_suspend_ns;
-    out->max_suspend_ns = s.max_suspend_ns;
-    out->walk_errors = s.walk_errors;
+    out->timer_failures = g_attach_failures.load(std::memory_order_relaxed);
+    out->add("sampler_ticks", s.ticks);
+    out->add("missed_ticks", s.missed_ticks);  // deadlines skipped while catching up
+    out->add("threads_sampled", s.threads_sampled);
+    out->add("threads_skipped", s.threads_skipped);
+    out->add("threads_unmatched", s.unmatched_threads);
+    out->add("total_suspend_ns", s.total_suspend_ns);
+    out->add("max_suspend_ns", s.max_suspend_ns);
+    out->add("mach_walk_errors", s.walk_errors);
+    out->add("off_cpu_skipped", s.off_cpu_skipped);
 }
 
-void platform_reset_stats() { mach_sampler_reset_stats(); }
+void platform_reset_stats() {
+    mach_sampler_reset_stats();
+    g_attach_failures.store(0, std::memory_order_relaxed);
+}
 
 int platform_sampling_signal() { return 0; }  // the Mach sampler sends no signal
 
-void platform_set_native_unwinding(bool enabled) { mach_sampler_set_native_unwinding(enabled ? 1 : 0); }
+void platform_set_native_unwinding(bool enabled) { mach_sampler_set_native_unwinding(enabled); }
 
 void platform_after_fork_child() { mach_sampler_after_fork_child(); }
 
@@ -118,9 +103,6 @@ bool platform_safe_read(uintptr_t addr, void* out, size_t n) { return mach_safe_
 size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
     return mach_sampler_thread_name(native_tid, buf, len);
 }
-
-// The Mach sampler already samples every thread from its own thread, in both modes.
-bool platform_samples_all_threads() { return true; }
 
 // The Mach sampler reads every byte through mach_vm_read_overwrite, which returns an error
 // instead of faulting: there is nothing for a fault guard to catch.

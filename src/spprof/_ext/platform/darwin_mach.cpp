@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,15 +29,16 @@
 #include <new>
 #include <vector>
 
-#include "../ringbuffer.h"
+#include "../record_writer.h"
 #include "../sample_record.h"
+#include "../signal_handler.h"
 #include "../suspend/cached_reader.h"
 #include "../suspend/deadline_loop.h"
-#include "../suspend/sample_writer.h"
 #include "../suspend/suspend_cycle.h"
 #include "../suspend/thread_registry.h"
 #include "../suspend/time_convert.h"
 #include "../thread_ctx.h"
+#include "../thread_table.h"
 #include "../unwind/fp_walk.h"
 
 #if !defined(__x86_64__) && !defined(__arm64__) && !defined(__aarch64__)
@@ -336,7 +336,8 @@ int seed_registry(ThreadRegistry& reg) {
 // ---- the sampler -----------------------------------------------------------------------------
 
 struct Target {
-    ThreadCtx* ctx = nullptr;
+    ThreadCtx* ctx = nullptr;  // dereferenced only while the table still publishes it at serial
+    uint32_t serial = 0;
     uint64_t thread_id = 0;
     thread_act_t port = MACH_PORT_NULL;  // owned by the registry entry; valid until we compact
     StackBounds bounds;
@@ -347,9 +348,9 @@ struct Target {
 class MachSampler {
 public:
     // Control thread. Allocates every buffer the sampler thread will use.
-    int start(uint64_t interval_ns, RingBuffer* ring);
-    // Control thread.
-    int stop();
+    Error start(uint64_t interval_ns, bool wall_mode);
+    // Control thread. Idempotent.
+    void stop();
     bool running() const { return thread_started_; }
     // Child of fork(): forget the thread without joining it.
     void forget_after_fork() {
@@ -363,7 +364,7 @@ private:
     void warm_up();
     void tick();
     void refresh_targets();
-    void sample(Target& t);
+    void sample(Target& t, const ThreadTable& table);
 
     // Control
     pthread_t thread_{};
@@ -371,7 +372,7 @@ private:
     std::atomic<bool> running_{false};
     // Session configuration, fixed while the thread runs
     uint64_t interval_ns_ = 0;
-    RingBuffer* ring_ = nullptr;
+    bool wall_mode_ = false;
     ThreadRegistry* registry_ = nullptr;
     // Sampler-thread state; buffers allocated by start()
     std::unique_ptr<RawFrame[]> frames_;
@@ -389,22 +390,16 @@ private:
     MachThreadLayer layer_;
 };
 
-MachSampler* g_sampler = nullptr;  // control thread only: created by init, deleted by cleanup
+// Control thread only: made by init, freed by cleanup. A plain pointer on purpose: a session
+// still running at exit must not see its sampler freed by a static destructor under it.
+MachSampler* g_sampler = nullptr;
 
-int MachSampler::start(uint64_t interval_ns, RingBuffer* ring) {
-    if (thread_started_) {
-        errno = EAGAIN;
-        return -1;
-    }
-    if (ring == nullptr || interval_ns < kMinIntervalNs || interval_ns > kMaxIntervalNs) {
-        errno = EINVAL;
-        return -1;
-    }
+Error MachSampler::start(uint64_t interval_ns, bool wall_mode) {
+    if (thread_started_) return Error::runtime("the Mach sampler is already running");
+    if (interval_ns < kMinIntervalNs || interval_ns > kMaxIntervalNs)
+        return Error::value("the Mach sampler's interval must be between 1 ms and 1 s");
     registry_ = registry_if_enabled();
-    if (registry_ == nullptr) {
-        errno = EINVAL;
-        return -1;
-    }
+    if (registry_ == nullptr) return Error::runtime("the Mach sampler is not initialised");
     try {
         if (!frames_) frames_.reset(new RawFrame[kMaxPythonFrames]);
         if (!pcs_) pcs_.reset(new uint64_t[kMaxNativeFrames]);
@@ -414,11 +409,10 @@ int MachSampler::start(uint64_t interval_ns, RingBuffer* ring) {
         next_targets_.reserve(64);
         attached_.reserve(64);
     } catch (const std::bad_alloc&) {
-        errno = ENOMEM;
-        return -1;
+        return Error::memory("cannot allocate the Mach sampler's buffers");
     }
     interval_ns_ = interval_ns;
-    ring_ = ring;
+    wall_mode_ = wall_mode;
     targets_.clear();
     targets_valid_ = false;
     g_stats.reset();
@@ -434,23 +428,21 @@ int MachSampler::start(uint64_t interval_ns, RingBuffer* ring) {
     if (rc != 0) {
         running_.store(false, std::memory_order_release);
         registry_->set_sampler_active(false);
-        errno = ENOMEM;
-        return -1;
+        return Error::os("cannot start the Mach sampler thread", rc);
     }
     thread_started_ = true;
     log_debug("sampler start: interval %llu ns, %zu threads in registry (%d seeded), native %s",
               static_cast<unsigned long long>(interval_ns), registry_->count(), seeded,
               g_native.load() ? "on" : "off");
-    return 0;
+    return Error::none();
 }
 
-int MachSampler::stop() {
-    if (!thread_started_) {
-        errno = ESRCH;
-        return -1;
-    }
+void MachSampler::stop() {
+    if (!thread_started_) return;
     running_.store(false, std::memory_order_release);
-    pthread_join(thread_, nullptr);
+    // EDEADLK/EINVAL/ESRCH only, none possible for the thread start() made and only we join.
+    const int rc = pthread_join(thread_, nullptr);
+    if (rc != 0) log_warning("joining the Mach sampler thread failed: %s", std::strerror(rc));
     thread_started_ = false;
     registry_->set_sampler_active(false);
     registry_compact(*registry_);
@@ -474,7 +466,6 @@ int MachSampler::stop() {
                       (unsigned long long)census[i].samples, (unsigned long long)census[i].cpu_ns());
         }
     }
-    return 0;
 }
 
 void* MachSampler::thread_main(void* self) {
@@ -524,11 +515,18 @@ void MachSampler::run() {
 
 void MachSampler::tick() {
     g_stats.add_tick();
-    refresh_targets();
-    for (Target& t : targets_) {
-        if (!running_.load(std::memory_order_acquire)) break;
-        sample(t);
+    // The whole cycle inside the capture gate, like a signal capture: the session frees a
+    // retired ctx only once the gate was seen empty after it unpublished the ctx, so each ctx
+    // found published below stays valid until we leave. No table: the session is stopping.
+    const ThreadTable* table = capture_gate_enter();
+    if (table != nullptr) {
+        refresh_targets();
+        for (Target& t : targets_) {
+            if (!running_.load(std::memory_order_acquire)) break;
+            sample(t, *table);
+        }
     }
+    capture_gate_leave();
 }
 
 // Rebuild the list of threads to sample when the registry or the attached set changed.
@@ -567,6 +565,7 @@ void MachSampler::refresh_targets() {
         }
         Target t;
         t.ctx = ctx;
+        t.serial = ctx->serial_;
         t.thread_id = entry->thread_id;
         t.port = entry->port;
         t.bounds = StackBounds{entry->stack_lo, entry->stack_hi};
@@ -605,10 +604,16 @@ void MachSampler::refresh_targets() {
     }
 }
 
-// One thread: facts, the suspended window, then the record. Sampler thread.
-void MachSampler::sample(Target& t) {
+// One thread: facts, the suspended window, then the record. Sampler thread, inside the
+// capture gate.
+void MachSampler::sample(Target& t, const ThreadTable& table) {
     if (t.port == self_port_ || t.thread_id == self_thread_id_) return;  // never ourselves
+    // Still this thread's ctx, published: the lookup a signal capture makes (thread_table.h).
+    // A ctx detached since refresh_targets is skipped before it is dereferenced.
+    if (table.by_serial(t.serial) != t.ctx) return;
     ThreadCtx* const ctx = t.ctx;
+    if (ctx->native_tid_ != t.thread_id || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached)
+        return;
     const uintptr_t tstate = reinterpret_cast<uintptr_t>(ctx->tstate_);
     if (tstate == 0) return;
 
@@ -626,6 +631,13 @@ void MachSampler::sample(Target& t) {
     const uint64_t cpu_ns = time_value_ns(info.user_time) + time_value_ns(info.system_time);
     g_census.observe_cpu(t.census, cpu_ns);
     ctx->last_cpu_ns_.store(cpu_ns, std::memory_order_relaxed);
+    if (!on_cpu && !wall_mode_) {
+        // CPU mode keeps only what ran: a blocked thread is not suspended for a sample that
+        // would be dropped. Its next sample stands for one interval, not the time it slept.
+        g_stats.add_off_cpu_skipped();
+        t.last_sample_ns = now_ns();
+        return;
+    }
 
     const bool native = g_native.load(std::memory_order_relaxed);
     MachReader& reader = *reader_;
@@ -656,12 +668,15 @@ void MachSampler::sample(Target& t) {
     h.weight_ns = sample_weight_ns(stamp, t.last_sample_ns, interval_ns_);
     h.native_tid = t.thread_id;
     h.thread_serial = ctx->serial_;
-    // A torn chain (pw.error) lost its root side like a stack deeper than the cap.
-    h.flags = (on_cpu ? kSampleOnCpu : 0u) | (pw.truncated || pw.error ? kSampleTruncated : 0u);
+    // A torn chain (pw.error) lost its root side like a stack deeper than the cap. Wall mode:
+    // a thread off CPU was blocked (the session gives an idle record's time to its stack).
+    h.flags = (on_cpu ? kSampleOnCpu : kSampleIdle) | (pw.truncated || pw.error ? kSampleTruncated : 0u);
     h.depth = static_cast<uint16_t>(pw.depth);
     h.native_depth = static_cast<uint16_t>(native_depth);
     t.last_sample_ns = stamp;
-    if (write_sample_record(*ring_, h, frames, pcs)) {
+    const bool written = write_foreign_record(ctx, h, frames, native ? pcs : nullptr);
+    capture_count_sampled(written);
+    if (written) {
         g_stats.add_captured();
         ctx->captured_.fetch_add(1, std::memory_order_relaxed);
         g_census.add_sample(t.census);
@@ -675,27 +690,21 @@ void MachSampler::sample(Target& t) {
 
 // ---- public functions (darwin_mach.h) --------------------------------------------------------
 
-int mach_sampler_init() {
-    if (g_initialised.load(std::memory_order_acquire)) {
-        errno = EBUSY;
-        return -1;
-    }
+Error mach_sampler_init() {
+    if (g_initialised.load(std::memory_order_acquire)) return Error::runtime("the Mach sampler is already initialised");
     ThreadRegistry* reg = g_registry.load(std::memory_order_acquire);
     if (reg == nullptr) {
         reg = new (std::nothrow) ThreadRegistry();
-        if (reg == nullptr) {
-            errno = ENOMEM;
-            return -1;
-        }
+        if (reg == nullptr) return Error::memory("cannot allocate the Mach sampler's thread registry");
         g_registry.store(reg, std::memory_order_release);
     }
-    if (!registry_init(*reg, release_port, kRegistryReserve)) return -1;  // errno set
+    Error e = registry_init(*reg, release_port, kRegistryReserve);
+    if (!e.ok()) return e;
     if (g_sampler == nullptr) {
         g_sampler = new (std::nothrow) MachSampler();
         if (g_sampler == nullptr) {
             registry_cleanup(*reg);
-            errno = ENOMEM;
-            return -1;
+            return Error::memory("cannot allocate the Mach sampler");
         }
     }
     if (!g_hook_installed.exchange(true)) {
@@ -705,12 +714,12 @@ int mach_sampler_init() {
     }
     g_initialised.store(true, std::memory_order_release);
     log_debug("init: introspection hook installed, registry ready");
-    return 0;
+    return Error::none();
 }
 
 void mach_sampler_cleanup() {
     if (!g_initialised.load(std::memory_order_acquire)) return;
-    if (g_sampler != nullptr && g_sampler->running()) (void)g_sampler->stop();
+    if (g_sampler != nullptr) g_sampler->stop();
     {
         std::lock_guard<std::mutex> lock(g_attach_mu);
         g_attached.clear();
@@ -723,41 +732,30 @@ void mach_sampler_cleanup() {
     log_debug("cleanup: registry released; hook left installed as a pass-through");
 }
 
-int mach_sampler_start(uint64_t interval_ns, RingBuffer* ring) {
-    if (!g_initialised.load(std::memory_order_acquire) || g_sampler == nullptr) {
-        errno = EINVAL;
-        return -1;
-    }
-    return g_sampler->start(interval_ns, ring);
+Error mach_sampler_start(uint64_t interval_ns, bool wall_mode) {
+    if (!g_initialised.load(std::memory_order_acquire) || g_sampler == nullptr)
+        return Error::runtime("the Mach sampler is not initialised");
+    return g_sampler->start(interval_ns, wall_mode);
 }
 
-int mach_sampler_stop() {
-    if (g_sampler == nullptr) {
-        errno = ESRCH;
-        return -1;
-    }
-    return g_sampler->stop();
+void mach_sampler_stop() {
+    if (g_sampler != nullptr) g_sampler->stop();
 }
 
-int mach_sampler_attach(ThreadCtx* ctx) {
-    if (ctx == nullptr) {
-        errno = EINVAL;
-        return -1;
-    }
+Error mach_sampler_attach(ThreadCtx* ctx) {
     std::lock_guard<std::mutex> lock(g_attach_mu);
     for (ThreadCtx* c : g_attached) {
-        if (c == ctx) return 0;
+        if (c == ctx) return Error::none();
     }
     try {
         g_attached.push_back(ctx);
     } catch (const std::bad_alloc&) {
-        errno = ENOMEM;
-        return -1;
+        return Error::memory("cannot attach the thread to the Mach sampler");
     }
     g_attach_gen.fetch_add(1, std::memory_order_acq_rel);
     log_debug("attach: thread %llu (serial %u)", static_cast<unsigned long long>(ctx->native_tid_),
               ctx->serial_);
-    return 0;
+    return Error::none();
 }
 
 void mach_sampler_detach(ThreadCtx* ctx) {
@@ -772,31 +770,7 @@ void mach_sampler_detach(ThreadCtx* ctx) {
     }
 }
 
-void mach_sampler_set_native_unwinding(int enabled) {
-    g_native.store(enabled != 0, std::memory_order_relaxed);
-}
-
-int mach_sampler_get_native_unwinding() { return g_native.load(std::memory_order_relaxed) ? 1 : 0; }
-
-void mach_sampler_get_stats(uint64_t* samples_captured, uint64_t* samples_dropped,
-                            uint64_t* threads_sampled) {
-    mach_sampler_get_extended_stats(samples_captured, samples_dropped, threads_sampled, nullptr,
-                                    nullptr, nullptr, nullptr);
-}
-
-void mach_sampler_get_extended_stats(uint64_t* samples_captured, uint64_t* samples_dropped,
-                                     uint64_t* threads_sampled, uint64_t* threads_skipped,
-                                     uint64_t* total_suspend_ns, uint64_t* max_suspend_ns,
-                                     uint64_t* walk_errors) {
-    const SuspendStatsSnapshot s = g_stats.snapshot();
-    if (samples_captured) *samples_captured = s.samples_captured;
-    if (samples_dropped) *samples_dropped = s.samples_dropped;
-    if (threads_sampled) *threads_sampled = s.threads_sampled;
-    if (threads_skipped) *threads_skipped = s.threads_skipped;
-    if (total_suspend_ns) *total_suspend_ns = s.total_suspend_ns;
-    if (max_suspend_ns) *max_suspend_ns = s.max_suspend_ns;
-    if (walk_errors) *walk_errors = s.walk_errors;
-}
+void mach_sampler_set_native_unwinding(bool enabled) { g_native.store(enabled, std::memory_order_relaxed); }
 
 SuspendStatsSnapshot mach_sampler_stats_snapshot() { return g_stats.snapshot(); }
 

@@ -6,7 +6,7 @@
 // attached it suspends the thread (thread_suspend), reads its registers (thread_get_state),
 // copies its native frame-pointer chain and its Python frame chain into pre-allocated buffers,
 // resumes it (thread_resume), and only then, with every thread running again, writes a
-// RawSampleHeader record into the ring given to mach_sampler_start. Wall-clock semantics:
+// RawSampleHeader record into that thread's own ThreadCtx ring (write_foreign_record). Wall-clock semantics:
 // blocked threads are sampled too; each record is weighted by the time since that thread's
 // previous sample and flagged on-CPU from THREAD_BASIC_INFO's run state.
 //
@@ -17,9 +17,9 @@
 // threads; every port from task_threads / mach_thread_self is released.
 //
 // The portable logic lives in ../suspend/ (registry, deadline loop, frame-pointer walk, cycle,
-// reader, writer, census, statistics) and is unit-tested on Linux; darwin_mach.cpp is the thin
-// Mach layer and the glue. Error convention: int functions return 0, or -1 with errno set.
-// Output pointers may be null.
+// reader, census, statistics; the record writer is ../record_writer.h) and is unit-tested on
+// Linux; darwin_mach.cpp is the thin Mach layer and the glue. Errors: `Error` (error.h), each
+// with its own message.
 //
 // Threads: init/cleanup/start/stop/attach/detach are called from the control thread (Python,
 // GIL held) and are not reentrant with each other; stats, counts and the native switch may be
@@ -29,46 +29,42 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../error.h"
 #include "../suspend/suspend_stats.h"
 #include "../suspend/thread_census.h"
 
 namespace spprof {
 
-class RingBuffer;
 struct ThreadCtx;
 
 // Initialise: registry ready, introspection hook installed (once per process, chained to the
-// previous hook, never removed). Errors: EBUSY (already initialised), ENOMEM.
-int mach_sampler_init();
+// previous hook, never removed). Fails when already initialised or out of memory.
+Error mach_sampler_init();
 // Stop the sampler if it runs, release every port the registry holds, forget attached
 // threads. The hook stays installed and becomes a pass-through. Safe when not initialised.
 void mach_sampler_cleanup();
 
 // Seed the registry with task_threads, then start the sampler thread, which samples every
-// `interval_ns` into `ring` (the sampler is the ring's only writer until stop returns).
-// Errors: EINVAL (interval outside [1 ms, 1 s], null ring, or not initialised), EAGAIN
-// (already running), ENOMEM (buffers or thread creation).
-int mach_sampler_start(uint64_t interval_ns, RingBuffer* ring);
-// Stop and join the sampler thread. On return no thread is suspended and nothing writes to
-// the ring. Errors: ESRCH (not running).
-int mach_sampler_stop();
+// `interval_ns` into each attached thread's own ring (record_writer.h). `wall_mode`: blocked
+// threads are sampled too and flagged kSampleIdle; otherwise a thread found off CPU is not
+// suspended at all (counted as off_cpu_skipped). Fails when the interval is outside
+// [1 ms, 1 s], when not initialised, when already running, or out of memory.
+Error mach_sampler_start(uint64_t interval_ns, bool wall_mode);
+// Stop and join the sampler thread if it runs. On return no thread is suspended and nothing
+// writes to any ring. Idempotent.
+void mach_sampler_stop();
 
-// Python threads to sample. attach: idempotent; ctx must stay valid until detached and the
-// sampler stopped (the sampler may use a ctx for up to one tick after detach). ENOMEM.
-int mach_sampler_attach(ThreadCtx* ctx);
+// Python threads to sample. attach: idempotent; fails only out of memory. Each cycle of the
+// sampler holds the capture gate (signal_handler.h) and uses a ctx only while the session's
+// ThreadTable still publishes it, so after detach the session may free ctx once it unpublished
+// it and saw the gate empty (thread_table.h), as for signal captures.
+Error mach_sampler_attach(ThreadCtx* ctx);
 void mach_sampler_detach(ThreadCtx* ctx);
 
 // Native (frame-pointer) return addresses in each record. Any thread; takes effect next tick.
-void mach_sampler_set_native_unwinding(int enabled);
-int mach_sampler_get_native_unwinding();
+void mach_sampler_set_native_unwinding(bool enabled);
 
 // Counters of the current (or last) session. Any thread.
-void mach_sampler_get_stats(uint64_t* samples_captured, uint64_t* samples_dropped,
-                            uint64_t* threads_sampled);
-void mach_sampler_get_extended_stats(uint64_t* samples_captured, uint64_t* samples_dropped,
-                                     uint64_t* threads_sampled, uint64_t* threads_skipped,
-                                     uint64_t* total_suspend_ns, uint64_t* max_suspend_ns,
-                                     uint64_t* walk_errors);
 SuspendStatsSnapshot mach_sampler_stats_snapshot();
 // Zero every counter (session start). Any thread.
 void mach_sampler_reset_stats();
@@ -97,6 +93,5 @@ uint64_t mach_sampler_now_ns();
 // After fork(), in the child: the sampler thread does not exist there and the parent's ports
 // mean nothing; forget both without releasing or joining anything.
 void mach_sampler_after_fork_child();
-
 
 }  // namespace spprof

@@ -1,8 +1,10 @@
 // platform/linux.cpp: platform.h on Linux.
 //
-// Sampling: one handler fed either by a POSIX CPU-time timer per thread (timer_create on the
-// thread's CPU clock, SIGEV_THREAD_ID, each delivery weighted by 1 + overrun because CPU-clock
-// timers fire on the scheduler tick) or by the process-wide setitimer(ITIMER_PROF) fallback,
+// Sampling: one handler, on_sample_signal (signal_handler.cpp: it decodes each delivery through
+// read_delivery below and runs the capture; this file installs it and chains for it), fed
+// either by a POSIX CPU-time timer per thread (timer_create on the thread's CPU clock,
+// SIGEV_THREAD_ID, each delivery weighted by 1 + overrun because CPU-clock timers fire on the
+// scheduler tick) or by the process-wide setitimer(ITIMER_PROF) fallback,
 // which lands on whichever thread is running and is looked up by tid. Wall mode uses the
 // per-thread timers too, for the time threads run (wall_sampler.h).
 // Signals: the per-thread timers deliver a real-time signal no one else has a handler for,
@@ -37,18 +39,31 @@
 
 namespace spprof {
 
-// One thread's POSIX timer. Exists only while armed: glibc hands out kernel timer id 0 as a
-// valid timer_t, so "no timer" is the absence of this object, never a zero id.
+// One thread's POSIX timer, deleted with its owner. Exists only while armed: glibc hands out
+// kernel timer id 0 as a valid timer_t, so "no timer" is the absence of this object, never a
+// zero id.
 struct PlatformThread {
-    timer_t id;
+    explicit PlatformThread(timer_t timer) : id(timer) {}
+    PlatformThread(const PlatformThread&) = delete;
+    PlatformThread& operator=(const PlatformThread&) = delete;
+    ~PlatformThread() {
+        // EINVAL only: the id is ours and deleted once, so there is nothing else to undo.
+        if (timer_delete(id) != 0) log_debug("timer_delete failed: %s", std::strerror(errno));
+    }
+    const timer_t id;
 };
 
 namespace {
 
-enum class Mode : int { kNone = 0, kPerThread = 1, kItimer = 2, kWall = 3 };
+// The deleter of ThreadCtx::platform_ (thread_ctx.h).
+void platform_thread_free(PlatformThread* p) { delete p; }
 
-std::atomic<int> g_mode{static_cast<int>(Mode::kNone)};
-std::atomic<uint64_t> g_interval_ns{0};
+using Route = SignalRoute;
+SignalPath& g_path = g_signal_path;  // what the handler (signal_handler.cpp) reads
+
+Route route() { return static_cast<Route>(g_path.route.load(std::memory_order_acquire)); }
+void set_route(Route r) { g_path.route.store(static_cast<int>(r), std::memory_order_release); }
+
 TimerKind g_kind = TimerKind::kAuto;
 // Our handler on one signal, and the handler before ours, read by the handler for chaining.
 // Two slots: a replacement (the application installed its own handler after start()) is
@@ -64,8 +79,7 @@ SignalSlot g_rt;    // the real-time signal of the per-thread timers (and wall r
 SignalSlot g_prof;  // SIGPROF, for the itimer fallback only
 
 struct Counters {
-    std::atomic<uint64_t> signals{0}, foreign{0}, overruns{0}, timers_active{0},
-        timer_failures{0}, no_thread{0};
+    std::atomic<uint64_t> foreign{0}, timers_active{0}, timer_failures{0};
 };
 Counters g_stats;
 
@@ -73,10 +87,12 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.fetch_add(n, std::memory_order_relaxed);
 }
 
-// SIGNAL-SAFE: forwards a signal that is not ours to whoever had it before us. A default
-// action (terminate) is not replayed: a stray signal while profiling is counted and dropped.
-void chain(const SignalSlot& slot, int signo, siginfo_t* si, void* uc) {
+// SIGNAL-SAFE (g_signal_path.chain): forwards a signal that is not ours to whoever had it
+// before us. A default action (terminate) is not replayed: a stray signal while profiling is
+// counted and dropped.
+void chain(int signo, siginfo_t* si, void* uc) {
     bump(g_stats.foreign);
+    const SignalSlot& slot = signo == g_rt.signo.load(std::memory_order_relaxed) ? g_rt : g_prof;
     const struct sigaction& prev = slot.prev[slot.prev_slot.load(std::memory_order_acquire)];
     if (prev.sa_flags & SA_SIGINFO) {
         if (prev.sa_sigaction != nullptr) prev.sa_sigaction(signo, si, uc);
@@ -86,49 +102,22 @@ void chain(const SignalSlot& slot, int signo, siginfo_t* si, void* uc) {
     }
 }
 
-// SIGNAL-SAFE, NO-HEAP: the handler on the sampling signal(s).
-// sigev value of the calibration signals: recognised first and returned from at once.
-constexpr uint64_t kCalibrationValue = kTimerValueMagic | 0xFFFFFFFFull;
-
-void on_sample_signal(int signo, siginfo_t* si, void* uc) {
-    const int saved_errno = errno;
-    const bool rt = signo == g_rt.signo.load(std::memory_order_relaxed);
-    if (si != nullptr && si->si_code == SI_QUEUE &&
-        reinterpret_cast<uint64_t>(si->si_value.sival_ptr) == kCalibrationValue) {
-        errno = saved_errno;
-        return;
+// SIGNAL-SAFE (g_signal_path.read): what Linux's siginfo says about one delivery. A timer's
+// expirations and the itimer's kernel origin are Linux fields (si_overrun, SI_KERNEL).
+SignalDelivery read_delivery(int signo, const siginfo_t* si) {
+    SignalDelivery d;
+    if (si == nullptr) return d;
+    if (si->si_code == SI_TIMER) {
+        d.kind = SignalDelivery::kTimer;
+        d.value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
+        d.overrun = si->si_overrun > 0 ? static_cast<uint64_t>(si->si_overrun) : 0;
+    } else if (si->si_code == SI_QUEUE && si->si_pid == getpid()) {
+        d.kind = SignalDelivery::kQueuedBySelf;
+        d.value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
+    } else if (signo == SIGPROF && si->si_code == SI_KERNEL) {
+        d.kind = SignalDelivery::kProcessTimer;
     }
-    const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
-    const uint64_t interval = g_interval_ns.load(std::memory_order_relaxed);
-    if (si != nullptr && rt && (mode == Mode::kPerThread || mode == Mode::kWall) && si->si_code == SI_TIMER) {
-        const uint64_t value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
-        if ((value & 0xFFFFFFFF00000000ull) == kTimerValueMagic) {
-            bump(g_stats.signals);
-            const uint64_t overrun = si->si_overrun > 0 ? static_cast<uint64_t>(si->si_overrun) : 0;
-            bump(g_stats.overruns, overrun);
-            if (!capture_by_serial(static_cast<uint32_t>(value), interval * (1 + overrun), uc))
-                bump(g_stats.no_thread);
-            errno = saved_errno;
-            return;
-        }
-    } else if (si != nullptr && rt && mode == Mode::kWall && si->si_code == SI_QUEUE &&
-               si->si_pid == getpid()) {
-        const uint64_t value = reinterpret_cast<uint64_t>(si->si_value.sival_ptr);
-        if ((value & 0xFFFFFFFF00000000ull) == kTimerValueMagic) {
-            bump(g_stats.signals);
-            if (!capture_wall_by_serial(static_cast<uint32_t>(value), uc)) bump(g_stats.no_thread);
-            errno = saved_errno;
-            return;
-        }
-    } else if (si != nullptr && signo == SIGPROF && mode == Mode::kItimer && si->si_code == SI_KERNEL) {
-        bump(g_stats.signals);
-        const uint64_t tid = static_cast<uint64_t>(syscall(SYS_gettid));
-        if (!capture_by_tid(tid, interval, uc)) bump(g_stats.no_thread);
-        errno = saved_errno;
-        return;
-    }
-    chain(rt ? g_rt : g_prof, signo, si, uc);
-    errno = saved_errno;
+    return d;
 }
 
 clockid_t thread_cpu_clock(uint64_t tid) {
@@ -184,6 +173,10 @@ struct sigaction our_action() {
 }
 
 Error install_handler(SignalSlot& slot, int signo) {
+    // Before the handler can run: sigaction orders these plain stores before any delivery.
+    g_path.read = &read_delivery;
+    g_path.chain = &chain;
+    if (&slot == &g_rt) g_path.rt_signo.store(signo, std::memory_order_release);
     const struct sigaction sa = our_action();
     struct sigaction prev;
     if (sigaction(signo, &sa, &prev) != 0) return Error::os("sigaction on the sampling signal failed", errno);
@@ -198,8 +191,10 @@ void restore_handler(SignalSlot& slot) {
     if (!slot.installed) return;
     const int signo = slot.signo.load();
     struct sigaction current;
-    sigaction(signo, nullptr, &current);
-    if (is_ours(current)) {
+    if (sigaction(signo, nullptr, &current) != 0) {
+        // Cannot happen for a signal we installed on (EINVAL only); leave it as it is.
+        log_warning("signal %d: cannot read its handler (%s); leaving it in place", signo, std::strerror(errno));
+    } else if (is_ours(current)) {
         // Ignoring a signal discards any instance still pending (POSIX), so a timer signal
         // queued before its timer was deleted cannot reach the previous (maybe default,
         // process-terminating) disposition.
@@ -207,8 +202,8 @@ void restore_handler(SignalSlot& slot) {
         std::memset(&ign, 0, sizeof ign);
         ign.sa_handler = SIG_IGN;
         sigemptyset(&ign.sa_mask);
-        sigaction(signo, &ign, nullptr);
-        sigaction(signo, &slot.prev[slot.prev_slot.load()], nullptr);
+        if (sigaction(signo, &ign, nullptr) != 0 || sigaction(signo, &slot.prev[slot.prev_slot.load()], nullptr) != 0)
+            log_warning("signal %d: restoring the previous handler failed (%s)", signo, std::strerror(errno));
     } else {
         log_debug("signal %d handler was replaced by the application; leaving theirs in place", signo);
     }
@@ -235,7 +230,9 @@ Error start_itimer(uint64_t interval_ns) {
 void stop_itimer() {
     struct itimerval tv;
     std::memset(&tv, 0, sizeof tv);
-    setitimer(ITIMER_PROF, &tv, nullptr);
+    // EINVAL only (a zero value is always valid); say so rather than leave a timer silently.
+    if (setitimer(ITIMER_PROF, &tv, nullptr) != 0)
+        log_warning("stopping ITIMER_PROF failed: %s", std::strerror(errno));
 }
 
 // Creates and arms one thread's CPU timer. Normal context.
@@ -281,15 +278,21 @@ Error platform_init() { return Error::none(); }
 
 void platform_cleanup() {}
 
-Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* /*sampler_ring*/) {
-    if (g_mode.load() != static_cast<int>(Mode::kNone)) return Error::runtime("sampling timer already running");
-    g_interval_ns.store(interval_ns, std::memory_order_relaxed);
+PlatformTraits platform_traits() {
+    PlatformTraits t;
+    t.session_wall_census = true;  // CPU timers see threads that run only
+    return t;
+}
+
+Error platform_timer_create(uint64_t interval_ns, TimerKind kind) {
+    if (route() != Route::kNone) return Error::runtime("sampling timer already running");
+    g_path.interval_ns.store(interval_ns, std::memory_order_relaxed);
     g_kind = kind;
     if (kind == TimerKind::kProcess) {
-        g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
+        set_route(Route::kItimer);
         Error e = start_itimer_fallback(interval_ns);
         if (!e.ok()) {
-            g_mode.store(static_cast<int>(Mode::kNone));
+            set_route(Route::kNone);
             return e;
         }
         log_debug("timer: setitimer(ITIMER_PROF) every %llu ns, signal SIGPROF",
@@ -301,34 +304,34 @@ Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* /*
     Error e = install_handler(g_rt, signo);
     if (!e.ok()) return e;
     if (kind == TimerKind::kWall) {
-        g_mode.store(static_cast<int>(Mode::kWall), std::memory_order_release);
+        set_route(Route::kWall);
         log_debug("timer: per-thread CPU timers every %llu ns plus the wall census, signal SIGRTMIN+%d",
                   static_cast<unsigned long long>(interval_ns), signo - SIGRTMIN);
         return Error::none();
     }
-    g_mode.store(static_cast<int>(Mode::kPerThread), std::memory_order_release);
+    set_route(Route::kPerThread);
     log_debug("timer: per-thread CPU timers every %llu ns, signal SIGRTMIN+%d",
               static_cast<unsigned long long>(interval_ns), signo - SIGRTMIN);
     return Error::none();
 }
 
 Error platform_thread_attach(ThreadCtx* ctx) {
-    const Mode mode = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
+    const Route mode = route();
     // The process timer covers every thread.
-    if (mode == Mode::kItimer) return Error::none();
-    if (mode != Mode::kPerThread && mode != Mode::kWall) return Error::runtime("sampling is not running");
+    if (mode == Route::kItimer) return Error::none();
+    if (mode != Route::kPerThread && mode != Route::kWall) return Error::runtime("sampling is not running");
     if (ctx->platform_ != nullptr) return Error::none();
     timer_t id;
-    Error e = arm_thread_timer(ctx, g_interval_ns.load(std::memory_order_relaxed), &id);
+    Error e = arm_thread_timer(ctx, g_path.interval_ns.load(std::memory_order_relaxed), &id);
     if (e.ok()) {
-        ctx->platform_ = new PlatformThread{id};
+        ctx->platform_ = PlatformThreadPtr(new PlatformThread(id), &platform_thread_free);
         ctx->cpu_timer_armed_.store(true, std::memory_order_release);
         bump(g_stats.timers_active);
         log_debug("thread %llu: per-thread timer armed", static_cast<unsigned long long>(ctx->native_tid_));
         return e;
     }
     bump(g_stats.timer_failures);
-    if (mode == Mode::kWall) {
+    if (mode == Route::kWall) {
         // The census signals this thread whenever it ran instead (coarser, still wall time).
         log_warning("thread %llu: no CPU timer (%s: %s); the wall census samples it alone",
                     static_cast<unsigned long long>(ctx->native_tid_), e.what, std::strerror(e.err));
@@ -339,9 +342,9 @@ Error platform_thread_attach(ThreadCtx* ctx) {
         // process timer for the whole session rather than mixing the two.
         log_warning("per-thread CPU timers unavailable (%s: %s); falling back to setitimer(ITIMER_PROF)",
                     e.what, std::strerror(e.err));
-        Error it = start_itimer_fallback(g_interval_ns.load(std::memory_order_relaxed));
+        Error it = start_itimer_fallback(g_path.interval_ns.load(std::memory_order_relaxed));
         if (it.ok()) {
-            g_mode.store(static_cast<int>(Mode::kItimer), std::memory_order_release);
+            set_route(Route::kItimer);
         } else {
             log_warning("no itimer fallback either: %s", it.what);
         }
@@ -355,60 +358,63 @@ Error platform_thread_attach(ThreadCtx* ctx) {
 void platform_thread_detach(ThreadCtx* ctx) {
     if (ctx->platform_ == nullptr) return;
     ctx->cpu_timer_armed_.store(false, std::memory_order_release);
-    timer_delete(ctx->platform_->id);
-    delete ctx->platform_;
-    ctx->platform_ = nullptr;
+    ctx->platform_.reset();  // deletes the timer
     g_stats.timers_active.fetch_sub(1, std::memory_order_relaxed);
 }
 
-Error platform_timer_destroy() {
-    const Mode mode = static_cast<Mode>(g_mode.load());
-    if (mode == Mode::kItimer) stop_itimer();
-    g_mode.store(static_cast<int>(Mode::kNone), std::memory_order_release);
+bool platform_sampling_armed() {
+    // The process timer and the wall census reach every thread; per-thread timers only the
+    // threads they were armed for.
+    const Route mode = route();
+    return mode == Route::kItimer || mode == Route::kWall ||
+           (mode == Route::kPerThread && g_stats.timers_active.load() > 0);
+}
+
+void platform_timer_destroy() {
+    if (route() == Route::kItimer) stop_itimer();
+    set_route(Route::kNone);
     restore_handlers();
-    return Error::none();
 }
 
 void platform_set_native_unwinding(bool /*enabled*/) {}
 
 void platform_get_stats(PlatformStats* out) {
-    const Mode mode = static_cast<Mode>(g_mode.load());
-    out->timer = mode == Mode::kItimer      ? "itimer"
-                 : mode == Mode::kPerThread ? "per-thread"
-                 : mode == Mode::kWall      ? "wall"
-                                            : "none";
-    out->signals = g_stats.signals.load();
-    out->foreign_signals = g_stats.foreign.load();
-    out->overruns = g_stats.overruns.load();
+    const Route mode = route();
+    out->timer = mode == Route::kItimer      ? "itimer"
+                 : mode == Route::kPerThread ? "per-thread"
+                 : mode == Route::kWall      ? "wall"
+                                             : "none";
+    out->signals = g_path.signals.load();
     out->timers_active = g_stats.timers_active.load();
     out->timer_failures = g_stats.timer_failures.load();
-    out->no_thread = g_stats.no_thread.load();
+    out->add("foreign_signals", g_stats.foreign.load());
+    out->add("timer_overruns", g_path.overruns.load());
 }
 
 void platform_reset_stats() {
-    g_stats.signals.store(0);
+    g_path.signals.store(0);
+    g_path.overruns.store(0);
+    g_path.no_thread.store(0);
     g_stats.foreign.store(0);
-    g_stats.overruns.store(0);
     g_stats.timer_failures.store(0);
-    g_stats.no_thread.store(0);
 }
 
 void platform_after_fork_child() {
     // Timers and itimers are not inherited; the handler is. Put the parent's previous handler
     // back so the child runs as if it had never been profiled.
-    g_mode.store(static_cast<int>(Mode::kNone));
+    set_route(Route::kNone);
     g_stats.timers_active.store(0);
     platform_fault_guard_remove();
     for (SignalSlot* slot : {&g_rt, &g_prof}) {
         if (!slot->installed) continue;
-        sigaction(slot->signo.load(), &slot->prev[slot->prev_slot.load()], nullptr);
+        sigaction(slot->signo.load(), &slot->prev[slot->prev_slot.load()], nullptr);  // nothing to tell in a child
         slot->installed = false;
     }
 }
 
 Error platform_set_interval(uint64_t interval_ns) {
-    g_interval_ns.store(interval_ns, std::memory_order_relaxed);
-    if (static_cast<Mode>(g_mode.load()) == Mode::kItimer) return start_itimer(interval_ns);
+    g_path.interval_ns.store(interval_ns, std::memory_order_relaxed);
+    if (route() == Route::kItimer) return start_itimer(interval_ns);
     return Error::none();
 }
 
@@ -428,7 +434,11 @@ void platform_thread_set_interval(ThreadCtx* ctx, uint64_t interval_ns) {
     its.it_interval.tv_nsec = static_cast<long>(interval_ns % 1000000000ull);
     its.it_value.tv_sec = static_cast<time_t>(left / 1000000000ull);
     its.it_value.tv_nsec = static_cast<long>(left % 1000000000ull);
-    timer_settime(ctx->platform_->id, 0, &its, nullptr);
+    // On failure the timer keeps its old interval: samples stay weighted by the new one, so
+    // say so (drain thread, a control path).
+    if (timer_settime(ctx->platform_->id, 0, &its, nullptr) != 0)
+        log_warning("thread %llu: re-arming its CPU timer failed (%s); it keeps its old interval",
+                    static_cast<unsigned long long>(ctx->native_tid_), std::strerror(errno));
 }
 
 uint64_t platform_calibrate_signal_ns(uint32_t rounds) {
@@ -486,8 +496,6 @@ int platform_sampling_signal() {
     if (g_rt.installed) return g_rt.signo.load();
     return g_prof.installed ? SIGPROF : 0;
 }
-
-bool platform_samples_all_threads() { return false; }
 
 bool platform_signal_thread(uint64_t tid, uint32_t serial) {
     // By tid rather than pthread_sigqueue by pthread_t: a pthread_t of a thread that exited is

@@ -18,7 +18,6 @@
 namespace spprof {
 
 struct ThreadCtx;
-class RingBuffer;
 
 enum class TimerKind {
     kAuto,       // per-thread CPU timers, falling back to the process timer when refused
@@ -29,20 +28,39 @@ enum class TimerKind {
                  // platform samples every thread itself (macOS)
 };
 
+// What the platform's sampling model asks of the session, declared once (platform_traits()):
+// the session branches on these, never on the platform or on a timer's name.
+struct PlatformTraits {
+    // Wall mode: the session runs its own census thread (wall_sampler.h) for the time threads
+    // spend off CPU, because the platform samples only threads that run (Linux: CPU timers).
+    // False where the platform's sampler sees blocked threads itself (macOS: Mach suspension,
+    // which flags their records kSampleIdle in wall mode).
+    bool session_wall_census = false;
+};
+
+// One counter only this platform has, exported by stats() under its name.
+struct PlatformCounter {
+    const char* name = nullptr;  // static string
+    uint64_t value = 0;
+};
+
 struct PlatformStats {
-    const char* timer = "none";   // "per-thread", "itimer" or "mach" (static string)
-    uint64_t signals = 0;         // deliveries that reached our handler (or sampler ticks)
-    uint64_t foreign_signals = 0; // deliveries of our signal(s) we did not send (chained or ignored)
-    uint64_t overruns = 0;        // timer expirations folded into a delivered sample
-    uint64_t timers_active = 0;   // per-thread timers armed right now
-    uint64_t timer_failures = 0;  // threads whose timer could not be created
-    uint64_t no_thread = 0;       // deliveries on a thread we do not sample
-    // Mach sampler extras (zero on Linux)
-    uint64_t threads_sampled = 0;
-    uint64_t threads_skipped = 0;
-    uint64_t total_suspend_ns = 0;
-    uint64_t max_suspend_ns = 0;
-    uint64_t walk_errors = 0;
+    // Fields with one meaning on every platform.
+    const char* timer = "none";   // "per-thread", "itimer", "wall" or "mach" (static string)
+    uint64_t signals = 0;         // sampling signals that reached our handler; the overhead
+                                  // budget prices each (platform_calibrate_signal_ns). macOS
+                                  // samples without a signal: 0
+    uint64_t timers_active = 0;   // threads armed for sampling right now (Linux: per-thread
+                                  // timers; macOS: threads attached to the Mach sampler)
+    uint64_t timer_failures = 0;  // threads that could not be armed
+    // Counters of this platform's sampling model only (Linux: foreign signals, timer
+    // overruns; macOS: the Mach sampler's ticks, suspensions and skips).
+    static constexpr size_t kMaxExtra = 12;
+    PlatformCounter extra[kMaxExtra];
+    size_t extra_count = 0;
+    void add(const char* name, uint64_t value) {
+        if (extra_count < kMaxExtra) extra[extra_count++] = PlatformCounter{name, value};
+    }
 };
 
 // The Linux handler hands each delivery to capture_by_serial / capture_by_tid (declared in
@@ -54,20 +72,29 @@ constexpr uint64_t kTimerValueMagic = 0x5350'5046'0000'0000ull;  // "SPPF" in th
 Error platform_init();     // once per process, at module import
 void platform_cleanup();   // at module teardown
 
+// What this platform's sampling model asks of the session. Any thread; constant.
+PlatformTraits platform_traits();
+
 // Start sampling: install the handler, start the process timer if that is the kind in use.
-// Per-thread timers are armed by platform_thread_attach. `sampler_ring` receives the records
-// of a platform that samples from its own thread (macOS: the Mach sampler writes there, naming
-// each record's thread by native id); Linux writes into each ThreadCtx's ring instead.
-Error platform_timer_create(uint64_t interval_ns, TimerKind kind, RingBuffer* sampler_ring);
+// Per-thread timers are armed by platform_thread_attach. Every platform writes each sample
+// into the sampled thread's own ThreadCtx ring (record_writer.h): Linux from the thread's
+// handler, macOS from the Mach sampler's thread.
+Error platform_timer_create(uint64_t interval_ns, TimerKind kind);
 // Stop sampling: disarm everything, discard signals still pending, restore the previous
-// handler. Threads must be detached first.
-Error platform_timer_destroy();
+// handler. Threads must be detached first. Nothing here is the caller's to act on: what
+// could not be undone is logged. Idempotent.
+void platform_timer_destroy();
 
 // Arm sampling for one thread. On failure with kAuto the platform may switch the whole
 // session to the process timer (then the call succeeds). GIL held.
 Error platform_thread_attach(ThreadCtx* ctx);
-// Disarm one thread's timer. Idempotent. GIL held.
+// Disarm one thread's timer. Idempotent. GIL held. A sample already under way may still use
+// ctx until it leaves the capture gate (signal_handler.h): the session frees ctx only once
+// the gate was seen empty after it unpublished ctx from its ThreadTable (thread_table.h).
 void platform_thread_detach(ThreadCtx* ctx);
+// After the session's threads were attached: true when sampling reaches at least one thread
+// (false: per-thread timers only, and every one was refused). GIL held.
+bool platform_sampling_armed();
 
 // Native (C) frames in samples. Linux: recorded by the unwinder once it exists (not yet: the
 // Python API refuses native=True); macOS: the Mach sampler's frame-pointer walk.
@@ -102,10 +129,6 @@ bool platform_handler_replaced();
 // The signal samples arrive on this session (Linux: a real-time signal chosen at start for
 // the per-thread timers, SIGPROF for the itimer fallback); 0 where none (macOS) or stopped.
 int platform_sampling_signal();
-
-// True where the platform itself samples every thread from a thread of its own (the Mach
-// sampler): the session then needs no wall sampler of its own.
-bool platform_samples_all_threads();
 
 // Wall mode: deliver a sample request to thread `tid` of this process, carrying
 // kTimerValueMagic | serial. False when the thread is gone. Sampler thread.

@@ -19,8 +19,8 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "stats are read while 
 
 // Plain copy of the counters, for reporting.
 struct SuspendStatsSnapshot {
-    uint64_t samples_captured = 0;  // records written into the ring
-    uint64_t samples_dropped = 0;   // records refused by a full ring
+    uint64_t samples_captured = 0;  // records written into the threads' rings
+    uint64_t samples_dropped = 0;   // records refused (ring full or busy, thread retired)
     uint64_t threads_sampled = 0;   // completed suspend -> copy -> resume cycles
     uint64_t threads_skipped = 0;   // thread gone, suspend refused, or not in the registry
     uint64_t total_suspend_ns = 0;  // sum of suspended-window lengths
@@ -30,6 +30,7 @@ struct SuspendStatsSnapshot {
     uint64_t missed_ticks = 0;      // deadlines skipped while catching up
     uint64_t resume_failures = 0;   // thread_resume refused after a successful suspend
     uint64_t unmatched_threads = 0; // attached Python threads absent from the registry (last tick)
+    uint64_t off_cpu_skipped = 0;   // CPU mode: threads left unsuspended because they were off CPU
 };
 
 class SuspendStats {
@@ -43,6 +44,7 @@ public:
     void add_tick() { bump(ticks_); }
     void add_missed_ticks(uint64_t n) { bump(missed_ticks_, n); }
     void add_resume_failure() { bump(resume_failures_); }
+    void add_off_cpu_skipped() { bump(off_cpu_skipped_); }
     void set_unmatched(uint64_t n) { unmatched_.store(n, std::memory_order_relaxed); }
     void add_suspend_ns(uint64_t ns) {
         bump(total_suspend_ns_, ns);
@@ -66,6 +68,7 @@ public:
         s.missed_ticks = missed_ticks_.load(std::memory_order_relaxed);
         s.resume_failures = resume_failures_.load(std::memory_order_relaxed);
         s.unmatched_threads = unmatched_.load(std::memory_order_relaxed);
+        s.off_cpu_skipped = off_cpu_skipped_.load(std::memory_order_relaxed);
         return s;
     }
 
@@ -73,7 +76,8 @@ public:
     void reset() {
         for (std::atomic<uint64_t>* c : {&captured_, &dropped_, &sampled_, &skipped_,
                                          &total_suspend_ns_, &max_suspend_ns_, &walk_errors_,
-                                         &ticks_, &missed_ticks_, &resume_failures_, &unmatched_}) {
+                                         &ticks_, &missed_ticks_, &resume_failures_, &unmatched_,
+                                         &off_cpu_skipped_}) {
             c->store(0, std::memory_order_relaxed);
         }
     }
@@ -94,6 +98,7 @@ private:
     std::atomic<uint64_t> missed_ticks_{0};
     std::atomic<uint64_t> resume_failures_{0};
     std::atomic<uint64_t> unmatched_{0};
+    std::atomic<uint64_t> off_cpu_skipped_{0};
 };
 
 }  // namespace spprof

@@ -1,7 +1,6 @@
 // suspend/thread_registry.cpp: the thread registry (see thread_registry.h).
 #include "thread_registry.h"
 
-#include <cerrno>
 #include <cstring>
 #include <new>
 
@@ -13,24 +12,21 @@ namespace spprof {
 // holds) small.
 constexpr size_t kAutoCompactDead = 64;
 
-bool registry_init(ThreadRegistry& reg, PortReleaseFn release, size_t initial_capacity) {
+Error registry_init(ThreadRegistry& reg, PortReleaseFn release, size_t initial_capacity) {
     std::lock_guard<std::mutex> lock(reg.mu_);
-    if (reg.enabled_.load(std::memory_order_relaxed)) {
-        errno = EBUSY;
-        return false;
-    }
+    if (reg.enabled_.load(std::memory_order_relaxed))
+        return Error::runtime("the Mach sampler's thread registry is already initialised");
     try {
         reg.entries_.reserve(initial_capacity);
     } catch (const std::bad_alloc&) {
-        errno = ENOMEM;
-        return false;
+        return Error::memory("cannot reserve the Mach sampler's thread registry");
     }
     reg.release_ = release;
     reg.dead_ = 0;
     reg.sampler_active_ = false;
     reg.enabled_.store(true, std::memory_order_release);
     reg.bump();
-    return true;
+    return Error::none();
 }
 
 void registry_cleanup(ThreadRegistry& reg) {

@@ -25,6 +25,8 @@
 #include <mutex>
 #include <vector>
 
+#include "../error.h"
+
 namespace spprof {
 
 // Name buffer size: MAXTHREADNAMESIZE on macOS (64 including the NUL).
@@ -44,9 +46,9 @@ using PortReleaseFn = void (*)(uint32_t port);
 class ThreadRegistry;
 
 // Prepare `reg`: reserve room for `initial_capacity` entries so thread starts rarely allocate.
-// Control thread. Returns false (errno ENOMEM) when the reservation fails, EBUSY when called
-// twice without registry_cleanup.
-bool registry_init(ThreadRegistry& reg, PortReleaseFn release, size_t initial_capacity);
+// Control thread. Fails when the reservation fails (kMemory) or when called twice without
+// registry_cleanup (kRuntime).
+Error registry_init(ThreadRegistry& reg, PortReleaseFn release, size_t initial_capacity);
 // Release every port and forget every entry; afterwards add/remove are ignored until the
 // next registry_init. Control thread, no sampler thread running.
 void registry_cleanup(ThreadRegistry& reg);
@@ -104,7 +106,7 @@ public:
     void reset_after_fork();
 
 private:
-    friend bool registry_init(ThreadRegistry&, PortReleaseFn, size_t);
+    friend Error registry_init(ThreadRegistry&, PortReleaseFn, size_t);
     friend void registry_cleanup(ThreadRegistry&);
     friend bool registry_add(ThreadRegistry&, const ThreadEntry&);
     friend bool registry_remove(ThreadRegistry&, uint64_t);

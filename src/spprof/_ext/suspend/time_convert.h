@@ -48,4 +48,12 @@ inline uint64_t ns_to_mach(uint64_t ns, Timebase tb) {
     return detail::scale_floor(ns, tb.denom, tb.numer);
 }
 
+// Time a Mach sample stands for: the elapsed time since the same thread's previous sample
+// (the sleep oversleeps and ticks get skipped, so the nominal interval would be wrong), or the
+// nominal interval for a thread's first sample or a clock that went backwards.
+inline uint64_t sample_weight_ns(uint64_t now_ns, uint64_t previous_ns, uint64_t interval_ns) {
+    if (previous_ns == 0 || now_ns <= previous_ns) return interval_ns;
+    return now_ns - previous_ns;
+}
+
 }  // namespace spprof

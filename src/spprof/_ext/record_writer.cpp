@@ -1,0 +1,82 @@
+// record_writer.cpp: the one record writer (see record_writer.h). SIGNAL-SAFE, NO-HEAP.
+#include "record_writer.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "thread_ctx.h"
+
+namespace spprof {
+namespace {
+
+// The largest record: the space open() reserves.
+constexpr size_t kMaxRecordBytes = sizeof(RawSampleHeader) + kMaxPythonFrames * sizeof(RawFrame) +
+                                   kMaxNativeFrames * sizeof(uint64_t);
+
+// Set by a writer that left its ring over a quarter full; taken by the drain thread.
+std::atomic<bool> g_drain_wanted{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from signal handlers");
+
+inline uint32_t clamp(uint32_t v, uint32_t cap) { return v <= cap ? v : cap; }
+
+void after_commit(const RingBuffer& ring) {
+    if (ring.used() > ring.capacity() / 4) g_drain_wanted.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+bool RecordWriter::open() {
+    space_ = ring_ != nullptr ? ring_->reserve(kMaxRecordBytes) : nullptr;
+    frames_ = space_ != nullptr ? reinterpret_cast<RawFrame*>(static_cast<RawSampleHeader*>(space_) + 1) : nullptr;
+    return space_ != nullptr;
+}
+
+bool RecordWriter::commit(const RawSampleHeader& header) {
+    if (space_ == nullptr) return false;
+    RawSampleHeader h = header;
+    h.depth = static_cast<uint16_t>(clamp(h.depth, kMaxPythonFrames));
+    h.native_depth = static_cast<uint16_t>(clamp(h.native_depth, kMaxNativeFrames));
+    std::memcpy(space_, &h, sizeof h);
+    ring_->commit(sample_record_bytes(h.depth, h.native_depth));
+    space_ = nullptr;
+    frames_ = nullptr;
+    after_commit(*ring_);
+    return true;
+}
+
+bool write_record(RingBuffer& ring, const RawSampleHeader& header, const RawFrame* frames,
+                  const uint64_t* native_pcs) {
+    const uint32_t depth = frames != nullptr ? clamp(header.depth, kMaxPythonFrames) : 0;
+    const uint32_t native = native_pcs != nullptr ? clamp(header.native_depth, kMaxNativeFrames) : 0;
+    // Reserve only what this record needs: a full ring still takes a small record.
+    auto* p = static_cast<unsigned char*>(ring.reserve(sample_record_bytes(depth, native)));
+    if (p == nullptr) return false;
+    RawSampleHeader h = header;
+    h.depth = static_cast<uint16_t>(depth);
+    h.native_depth = static_cast<uint16_t>(native);
+    std::memcpy(p, &h, sizeof h);
+    size_t off = sizeof h;
+    if (depth != 0) {
+        std::memcpy(p + off, frames, depth * sizeof(RawFrame));
+        off += depth * sizeof(RawFrame);
+    }
+    if (native != 0) std::memcpy(p + off, native_pcs, native * sizeof(uint64_t));
+    ring.commit(sample_record_bytes(depth, native));
+    after_commit(ring);
+    return true;
+}
+
+bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& header, const RawFrame* frames,
+                          const uint64_t* native_pcs) {
+    if (ctx->busy_.exchange(true, std::memory_order_acquire)) return false;
+    bool ok = false;
+    RingBuffer* ring = ctx->ring_.get();
+    if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached && ring != nullptr)
+        ok = write_record(*ring, header, frames, native_pcs);
+    ctx->busy_.store(false, std::memory_order_release);
+    return ok;
+}
+
+bool record_take_drain_request() { return g_drain_wanted.exchange(false, std::memory_order_relaxed); }
+
+}  // namespace spprof

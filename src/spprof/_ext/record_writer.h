@@ -1,0 +1,72 @@
+// record_writer.h: the one writer of sample records (sample_record.h) into a RingBuffer.
+//
+// Every producer of records goes through here: the Linux signal handler (signal_handler.cpp,
+// which walks straight into the ring's space with RecordWriter), the wall census
+// (wall_sampler.cpp) and session registration (write_foreign_record), and the Mach sampler
+// (platform/darwin_mach.cpp, write_foreign_record after the thread was resumed).
+//
+// Record layout: RawSampleHeader, then header.depth RawFrame leaf first, then
+// header.native_depth uint64_t return addresses leaf first. Depths above kMaxPythonFrames /
+// kMaxNativeFrames are clamped, never written past.
+//
+// SIGNAL-SAFE, NO-HEAP: no allocation, no lock, no logging; a record that does not fit is
+// refused (the caller counts the drop). Portable and Python-free: tests/native/test_record_writer.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ringbuffer.h"
+#include "sample_record.h"
+
+namespace spprof {
+
+struct ThreadCtx;
+
+// Bytes one record takes in the ring payload.
+inline size_t sample_record_bytes(uint32_t depth, uint32_t native_depth) {
+    return sizeof(RawSampleHeader) + depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t);
+}
+
+// A record built in place: open() reserves room for the largest record, the caller writes
+// frames (and native pcs right after the frames it keeps) into frames(), then commit() writes
+// the header and publishes header.depth frames and header.native_depth pcs. The ring's single
+// writer only, between open() and commit() or abandon().
+class RecordWriter {
+public:
+    explicit RecordWriter(RingBuffer* ring) : ring_(ring) {}  // null: open() fails
+    RecordWriter(const RecordWriter&) = delete;
+    RecordWriter& operator=(const RecordWriter&) = delete;
+
+    // False when the ring is full or missing (nothing reserved).
+    bool open();
+    // Room for kMaxPythonFrames frames followed by kMaxNativeFrames pcs. After open() only.
+    RawFrame* frames() const { return frames_; }
+    // Publishes the record; returns false (and publishes nothing) when not open. The
+    // header's depths are clamped to the record caps.
+    bool commit(const RawSampleHeader& header);
+    // Gives the reserved space back unwritten (nothing is published).
+    void abandon() { space_ = nullptr, frames_ = nullptr; }
+
+private:
+    RingBuffer* const ring_;
+    void* space_ = nullptr;
+    RawFrame* frames_ = nullptr;
+};
+
+// The record `header` + frames + native pcs, copied into `ring`. False when it did not fit.
+// frames / native_pcs may be null when the header's depth / native_depth is 0.
+bool write_record(RingBuffer& ring, const RawSampleHeader& header, const RawFrame* frames,
+                  const uint64_t* native_pcs);
+
+// A record for ctx's ring written by a thread that is not ctx's own (the wall census, the
+// Mach sampler, registration): takes the ring's turn through ctx->busy_, and writes only
+// while ctx is attached. False (nothing written) when the ring is busy, full or retired.
+bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& header, const RawFrame* frames,
+                          const uint64_t* native_pcs = nullptr);
+
+// Drain thread: true once since the last call if a record left its ring over a quarter full
+// (the drain, which otherwise takes the GIL only every few periods, should run now).
+bool record_take_drain_request();
+
+}  // namespace spprof

@@ -1,0 +1,141 @@
+// test_record_writer.cpp: the one record writer (record_writer.h): the layout it writes, the
+// caps it clamps to, a full ring, the in-place writer of the signal path, the busy turn and
+// attached check of foreign writes, and the drain request.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "harness.h"
+#include "record_writer.h"
+#include "thread_ctx.h"
+
+using namespace spprof;
+
+TEST(writer_lays_out_header_frames_and_native_pcs) {
+    RingBuffer ring(4096);
+    RawSampleHeader h{};
+    h.timestamp_ns = 111;
+    h.weight_ns = 10'000'000;
+    h.native_tid = 0xABCDEF;
+    h.thread_serial = 3;
+    h.flags = kSampleOnCpu;
+    h.depth = 2;
+    h.native_depth = 3;
+    RawFrame frames[2] = {{0x1000, 4, 77}, {0x2000, 8 | kInstrEntryFlag, 88}};
+    uint64_t pcs[3] = {0x10, 0x20, 0x30};
+    CHECK(write_record(ring, h, frames, pcs));
+    size_t size = 0;
+    const auto* p = static_cast<const unsigned char*>(ring.peek(&size));
+    CHECK(p != nullptr);
+    CHECK(size >= sample_record_bytes(2, 3));
+    RawSampleHeader got;
+    std::memcpy(&got, p, sizeof got);
+    CHECK_EQ(got.native_tid, 0xABCDEFull);
+    CHECK_EQ(got.thread_serial, 3u);
+    CHECK_EQ(got.depth, 2);
+    CHECK_EQ(got.native_depth, 3);
+    RawFrame f1;
+    std::memcpy(&f1, p + sizeof got + sizeof(RawFrame), sizeof f1);
+    CHECK_EQ(f1.code, 0x2000ull);
+    CHECK_EQ(f1.instr, 8u | kInstrEntryFlag);
+    uint64_t pc2;
+    std::memcpy(&pc2, p + sizeof got + 2 * sizeof(RawFrame) + 2 * 8, sizeof pc2);
+    CHECK_EQ(pc2, 0x30ull);
+    ring.pop();
+    CHECK(ring.empty());
+}
+
+TEST(writer_refuses_when_ring_full) {
+    RingBuffer ring(4096);
+    RawSampleHeader h{};
+    h.depth = 100;  // 40 + 1600 bytes: two fit in 4 KiB, the third is refused
+    std::vector<RawFrame> frames(100);
+    int written = 0;
+    while (write_record(ring, h, frames.data(), nullptr) && written < 10) ++written;
+    CHECK_EQ(written, 2);
+    // Depths above the record caps are clamped, never overrun the caller's buffers.
+    RingBuffer big(1 << 16);
+    h.depth = 0;
+    h.native_depth = 0xFFFF;
+    std::vector<uint64_t> pcs(kMaxNativeFrames);
+    CHECK(write_record(big, h, nullptr, pcs.data()));
+    size_t size = 0;
+    const void* p = big.peek(&size);
+    RawSampleHeader got;
+    std::memcpy(&got, p, sizeof got);
+    CHECK_EQ(got.native_depth, static_cast<uint16_t>(kMaxNativeFrames));
+}
+
+TEST(writer_in_place_publishes_only_the_kept_depths) {
+    RingBuffer ring(1 << 16);
+    RecordWriter w(&ring);
+    CHECK(w.open());
+    RawFrame* f = w.frames();
+    f[0] = RawFrame{0x1000, 1, 2};
+    f[1] = RawFrame{0x2000, 3, 4};
+    auto* pcs = reinterpret_cast<uint64_t*>(f + 2);
+    pcs[0] = 0xAA;
+    RawSampleHeader h{};
+    h.depth = 2;
+    h.native_depth = 1;
+    h.thread_serial = 7;
+    CHECK(w.commit(h));
+    CHECK(!w.commit(h));  // one commit per open
+    size_t size = 0;
+    const auto* p = static_cast<const unsigned char*>(ring.peek(&size));
+    CHECK(p != nullptr);
+    CHECK(size >= sample_record_bytes(2, 1) && size < sample_record_bytes(2, 1) + 8);
+    RawSampleHeader got;
+    std::memcpy(&got, p, sizeof got);
+    CHECK_EQ(got.thread_serial, 7u);
+    uint64_t pc;
+    std::memcpy(&pc, p + sizeof got + 2 * sizeof(RawFrame), sizeof pc);
+    CHECK_EQ(pc, 0xAAull);
+    ring.pop();
+    // Abandoned: nothing published.
+    CHECK(w.open());
+    w.abandon();
+    CHECK(ring.empty());
+    // No ring (a retired thread): open refuses.
+    RecordWriter none(nullptr);
+    CHECK(!none.open());
+}
+
+TEST(writer_in_place_refuses_when_the_largest_record_does_not_fit) {
+    RingBuffer ring(4096);  // smaller than twice the largest record
+    RecordWriter w(&ring);
+    CHECK(!w.open());
+    RawSampleHeader h{};
+    CHECK(!w.commit(h));
+}
+
+TEST(foreign_write_takes_the_turn_and_needs_an_attached_thread) {
+    ThreadCtx ctx(3, 1, nullptr, 1234, 1234, std::make_unique<RingBuffer>(1 << 16));
+    RawSampleHeader h{};
+    h.thread_serial = 3;
+    CHECK(write_foreign_record(&ctx, h, nullptr));
+    CHECK(!ctx.busy_.load());  // the turn is given back
+    ctx.busy_.store(true);     // the thread's own handler is writing
+    CHECK(!write_foreign_record(&ctx, h, nullptr));
+    ctx.busy_.store(false);
+    ctx.state_.store(ThreadState::kDetached);
+    CHECK(!write_foreign_record(&ctx, h, nullptr));
+    size_t size = 0;
+    CHECK(ctx.ring_->peek(&size) != nullptr);
+    ctx.ring_->pop();
+    CHECK(ctx.ring_->empty());  // only the first write landed
+}
+
+TEST(a_ring_over_a_quarter_full_asks_for_a_drain_once) {
+    (void)record_take_drain_request();
+    RingBuffer ring(1 << 16);
+    std::vector<RawFrame> frames(100);
+    RawSampleHeader h{};
+    h.depth = 100;
+    CHECK(write_record(ring, h, frames.data(), nullptr));
+    CHECK(!record_take_drain_request());  // 1.6 KiB of 64 KiB
+    while (ring.used() <= ring.capacity() / 4) CHECK(write_record(ring, h, frames.data(), nullptr));
+    CHECK(record_take_drain_request());
+    CHECK(!record_take_drain_request());  // taken
+}
