@@ -107,7 +107,9 @@ def _frame_in(frame: Any, files: frozenset[str]) -> bool:
 
 # spprof's Python code that runs while timers are armed: start/stop, the thread hook, the
 # debug log, the CLI runner (Profile.drop_profiler_samples).
-_OWN_FILES = _package_files("_session.py", "_debug.py", "cli.py", "__main__.py")
+_OWN_FILES = _package_files(
+    "_session.py", "_debug.py", "cli/__init__.py", "cli/record.py", "__main__.py"
+)
 
 
 def _is_profiler_frame(frame: Any) -> bool:
