@@ -233,7 +233,7 @@ def test_installed_console_script_gives_the_same_profile_as_python_m(tmp_path):
     for path in (by_script, by_module):
         text = path.read_text()
         assert "hot_function" in text
-        # every stack starts at the program's <module>: no launcher, cli.py or runpy above it
+        # every stack starts at the program's <module>: no launcher, spprof.cli or runpy above it
         roots = _main_thread_roots(path)
         assert {root.split(" (")[0] for root in roots} == {"<module>"}, roots
         assert all(TARGET in root for root in roots), roots

@@ -1,5 +1,5 @@
 """`spprof convert` and `spprof report` on a saved .spprof file, called directly and (once
-cli.py dispatches subcommands) through `python -m spprof`."""
+spprof.cli dispatches them) through `python -m spprof`."""
 
 from __future__ import annotations
 

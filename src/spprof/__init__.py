@@ -9,7 +9,8 @@ or `python -m spprof script.py`. See docs/usage.md.
 """
 
 from ._load import ProfileFormatError, load
-from ._model import Frame, FunctionStats, Profile, Sample, ThreadInfo
+from ._model import Frame, FunctionStats, Sample, ThreadInfo
+from ._profile import Profile
 from ._session import Profiler, __version__, is_active, profile, start, stats, stop
 
 __all__ = [

@@ -14,7 +14,8 @@ import struct
 import zlib
 from typing import Any, Union
 
-from ._model import Frame, Profile
+from ._model import Frame
+from ._profile import Profile
 from .output.spprof_format import (
     MAGIC,
     ROW_PLANES,

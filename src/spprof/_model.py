@@ -1,4 +1,7 @@
-"""The profile data model: Frame, Sample, ThreadInfo, FunctionStats and Profile.
+"""The profile data model: Frame, Sample, ThreadInfo, FunctionStats and ProfileData.
+
+The bottom layer: it imports nothing of spprof's. The writers in output/ read ProfileData;
+spprof.Profile (_profile.py) is ProfileData plus save(), which needs the writers.
 
 A Profile keeps what the native core exports in compact form (a frame table, interned
 stacks, packed sample rows, a thread table) and builds the typed view lazily, so stopping a
@@ -10,7 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 # SampleRow in stack_store.h: timestamp_ns, weight_ns, stack id, serial | flags << 24.
 _ROW = struct.Struct("<QQII")
@@ -90,9 +93,12 @@ class FunctionStats:
     hottest_line: int  # the line with most self time (or total time when self is 0)
 
 
+_P = TypeVar("_P", bound="ProfileData")  # from_native and filter keep the subclass (Profile)
+
+
 @dataclass
-class Profile:
-    """The result of a profiling session."""
+class ProfileData:
+    """The result of a profiling session: its data and the views computed from it."""
 
     interval_ms: float
     mode: str
@@ -110,8 +116,8 @@ class Profile:
     # ---- construction -------------------------------------------------------------------
     @classmethod
     def from_native(
-        cls, raw: dict[str, Any], mode: str, interval_ms: float, metadata: dict[str, Any]
-    ) -> Profile:
+        cls: type[_P], raw: dict[str, Any], mode: str, interval_ms: float, metadata: dict[str, Any]
+    ) -> _P:
         frames = [
             Frame(
                 function_name=name,
@@ -293,7 +299,7 @@ class Profile:
         result.sort(key=lambda s: (s.self_ns, s.total_ns), reverse=True)
         return result
 
-    def filter(self, *, idle: bool = True, gil_only: bool = False) -> Profile:
+    def filter(self: _P, *, idle: bool = True, gil_only: bool = False) -> _P:
         """A copy keeping only some samples: idle=False drops samples of blocked threads
         (wall mode), gil_only=True keeps only samples whose thread held the GIL."""
         gil = FLAG_GIL_KNOWN | FLAG_HAS_GIL
@@ -366,13 +372,3 @@ class Profile:
             start = i + 1
         parts.append(rows[start * size :])
         return b"".join(parts)
-
-    # ---- output -----------------------------------------------------------------------------
-    def save(self, path: Any, format: str = "speedscope") -> None:
-        """Write the profile to `path` in `format`.
-
-        Formats: spprof, speedscope, collapsed, pprof, chrome, html (docs/formats.md).
-        """
-        from .output import write
-
-        write(self, path, format)

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar, Union
 
 from . import _debug, _ext
-from ._model import Profile, Sample
+from ._model import Sample
+from ._profile import Profile
 from .output import check_format, check_writable, guess_format, write
 
 __version__ = "0.1.0"

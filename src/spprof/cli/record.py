@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from .. import _debug, _ext, _session
 from ..output import FORMATS, check_format, check_writable, guess_format, write
-from ..report import summary
+from ..output.report import summary
 from .errors import EXIT_USAGE, CliError, error_exit
 
 USAGE = (
@@ -209,7 +209,7 @@ def _is_runner_file(filename: str, files: frozenset[str]) -> bool:
 def _program_traceback(
     tb: Optional[TracebackType], files: frozenset[str]
 ) -> Optional[TracebackType]:
-    """`tb` without the runner's entries at its root (the launcher, cli.py, runpy)."""
+    """`tb` without the runner's entries at its root (the launcher, spprof.cli, runpy)."""
     while (
         tb is not None
         and tb.tb_next is not None

@@ -6,7 +6,7 @@ import sys
 from typing import Optional
 
 from .._load import load
-from ..report import summary
+from ..output.report import summary
 from .errors import CliError, Parser, guarded
 
 

@@ -20,7 +20,7 @@ import gzip
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 # profile.proto field numbers
 P_SAMPLE_TYPE, P_SAMPLE, P_MAPPING, P_LOCATION, P_FUNCTION, P_STRING_TABLE = 1, 2, 3, 4, 5, 6
@@ -80,7 +80,7 @@ def _value_type(strings: _Strings, type_: str, unit: str) -> bytes:
     return field_varint(VT_TYPE, strings(type_)) + field_varint(VT_UNIT, strings(unit))
 
 
-def render(profile: Profile) -> bytes:
+def render(profile: ProfileData) -> bytes:
     strings = _Strings()
     time_type = "wall" if profile.mode == "wall" else "cpu"
     out: list[bytes] = [

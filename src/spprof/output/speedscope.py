@@ -11,12 +11,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
 
-def render(profile: Profile) -> bytes:
+def render(profile: ProfileData) -> bytes:
     frames: list[dict[str, Any]] = []
     frame_index: dict[int, int] = {}
 

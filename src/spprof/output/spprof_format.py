@@ -27,7 +27,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 MAGIC = b"SPPROF\x00"
 VERSION = 1
@@ -68,7 +68,7 @@ def field(rows: bytes, n: int, offset: int, width: int) -> bytes:
     return bytes(out)
 
 
-def _columns(profile: Profile) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
+def _columns(profile: ProfileData) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
     """(timestamps, weights, thread serials) of every row, in row order."""
     n = profile.sample_count
     rows = profile.rows
@@ -78,7 +78,7 @@ def _columns(profile: Profile) -> tuple[tuple[int, ...], tuple[int, ...], list[i
     return ts, weights, [x & SERIAL_MASK for x in tf]
 
 
-def _time_section(profile: Profile) -> bytes:
+def _time_section(profile: ProfileData) -> bytes:
     n = profile.sample_count
     if n == 0:
         return bytes([TIME_RESIDUAL])
@@ -101,7 +101,7 @@ def _time_section(profile: Profile) -> bytes:
     return bytes([kind]) + b"".join(planes(words, 8, range(8)))
 
 
-def _meta(profile: Profile) -> dict[str, Any]:
+def _meta(profile: ProfileData) -> dict[str, Any]:
     strings: dict[str, int] = {}
 
     def sid(s: str) -> int:
@@ -150,7 +150,7 @@ def _meta(profile: Profile) -> dict[str, Any]:
     }
 
 
-def render(profile: Profile, compresslevel: int = 6) -> bytes:
+def render(profile: ProfileData, compresslevel: int = 6) -> bytes:
     if len(profile.rows) % ROW_SIZE:
         raise ValueError(f"profile rows are not a whole number of {ROW_SIZE}-byte samples")
     # default=str: a metadata value JSON cannot hold is kept as its text, never a failed save.
