@@ -16,11 +16,10 @@ from typing import Any, Union
 
 from ._model import Frame
 from ._profile import Profile
+from ._rows import ROW_SIZE, SERIAL_MASK, STACK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
 from .output.spprof_format import (
     MAGIC,
     ROW_PLANES,
-    ROW_SIZE,
-    SERIAL_MASK,
     TIME_RAW,
     TIME_RESIDUAL,
     TIME_RESIDUAL_US,
@@ -169,10 +168,10 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
 
     rows = _rows(n, time_sec, rows_sec, _int(meta["start_ns"], "start_ns"))
     # Indices in the rows must point into the tables, or every reader would fail later.
-    stack_ids = struct.unpack(f"<{n}I", field(rows, n, 16, 4))
+    stack_ids = struct.unpack(f"<{n}I", field(rows, n, *STACK))
     if n and max(stack_ids) >= len(stacks):
         raise _Bad("a sample refers to a stack that does not exist")
-    serials = {x & SERIAL_MASK for x in struct.unpack(f"<{n}I", field(rows, n, 20, 4))}
+    serials = {x & SERIAL_MASK for x in struct.unpack(f"<{n}I", field(rows, n, *THREAD_AND_FLAGS))}
     if serials and max(serials) >= len(threads):
         raise _Bad("a sample refers to a thread that does not exist")
 
@@ -209,8 +208,8 @@ def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:
     kind = time_sec[0]
     if kind in (TIME_RESIDUAL, TIME_RESIDUAL_US):
         scale = 1000 if kind == TIME_RESIDUAL_US else 1
-        weights = struct.unpack(f"<{n}Q", field(buf, n, 8, 8))
-        tf = struct.unpack(f"<{n}I", field(buf, n, 20, 4))
+        weights = struct.unpack(f"<{n}Q", field(buf, n, *WEIGHT))
+        tf = struct.unpack(f"<{n}I", field(buf, n, *THREAD_AND_FLAGS))
         last: dict[int, int] = {}
         ts = []
         append = ts.append
@@ -227,5 +226,5 @@ def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:
     elif kind != TIME_RAW:
         raise _Bad(f"unknown timestamp encoding {kind}")
     for k in range(8):
-        buf[k::ROW_SIZE] = words[k::8]
+        buf[TIMESTAMP[0] + k :: ROW_SIZE] = words[k::8]
     return bytes(buf)

@@ -1,7 +1,8 @@
 """The profile data model: Frame, Sample, ThreadInfo, FunctionStats and ProfileData.
 
-The bottom layer: it imports nothing of spprof's. The writers in output/ read ProfileData;
-spprof.Profile (_profile.py) is ProfileData plus save(), which needs the writers.
+The bottom layer: it imports nothing of spprof's but the row layout (_rows.py). The writers
+in output/ read ProfileData; spprof.Profile (_profile.py) is ProfileData plus save(), which
+needs the writers.
 
 A Profile keeps what the native core exports in compact form (a frame table, interned
 stacks, packed sample rows, a thread table) and builds the typed view lazily, so stopping a
@@ -10,23 +11,24 @@ long session costs almost nothing and memory follows distinct stacks, not sample
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, TypeVar
 
-# SampleRow in stack_store.h: timestamp_ns, weight_ns, stack id, serial | flags << 24.
-_ROW = struct.Struct("<QQII")
-assert _ROW.size == 6 * 4  # _row_words reads rows as six uint32 words
-_SERIAL_MASK = (1 << 24) - 1
-
-# SampleFlags in sample_record.h
-FLAG_TRUNCATED = 1 << 0
-FLAG_ON_CPU = 1 << 1
-FLAG_HAS_GIL = 1 << 2
-FLAG_IDLE = 1 << 3
-FLAG_GIL_KNOWN = 1 << 4
-FLAG_RUNNABLE = 1 << 6  # wall mode: waited for a CPU on this stack (sample_record.h)
+from ._rows import (
+    FLAG_GIL_KNOWN,
+    FLAG_HAS_GIL,
+    FLAG_IDLE,
+    FLAG_ON_CPU,
+    FLAG_RUNNABLE,
+    FLAG_TRUNCATED,
+    ROW,
+    ROW_WORDS,
+    SERIAL_BITS,
+    SERIAL_MASK,
+    STACK_WORD,
+    THREAD_AND_FLAGS_WORD,
+)
 
 
 @dataclass(frozen=True)
@@ -147,12 +149,12 @@ class ProfileData:
     # ---- raw access for writers -------------------------------------------------------------
     def iter_rows(self) -> Iterator[tuple[int, int, int, int, int]]:
         """(timestamp_ns, weight_ns, stack_id, thread_serial, flags) for every sample, in order."""
-        for ts, weight, stack, tf in _ROW.iter_unpack(self.rows):
-            yield ts, weight, stack, tf & _SERIAL_MASK, tf >> 24
+        for ts, weight, stack, tf in ROW.iter_unpack(self.rows):
+            yield ts, weight, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS
 
     @property
     def sample_count(self) -> int:
-        return len(self.rows) // _ROW.size
+        return len(self.rows) // ROW.size
 
     def stack_frames(self, stack_id: int) -> tuple[Frame, ...]:
         table = self.frame_table
@@ -305,8 +307,9 @@ class ProfileData:
         gil = FLAG_GIL_KNOWN | FLAG_HAS_GIL
         drop = [
             i
-            for i, tag in enumerate(self._row_words(5))
-            if (not idle and (tag >> 24) & FLAG_IDLE) or (gil_only and ((tag >> 24) & gil) != gil)
+            for i, tag in enumerate(self._row_words(THREAD_AND_FLAGS_WORD))
+            if (not idle and (tag >> SERIAL_BITS) & FLAG_IDLE)
+            or (gil_only and ((tag >> SERIAL_BITS) & gil) != gil)
         ]
         return replace(
             self,
@@ -351,7 +354,7 @@ class ProfileData:
                 own.add(stack_id)
         if not own:
             return 0
-        drop = [i for i, stack_id in enumerate(self._row_words(4)) if stack_id in own]
+        drop = [i for i, stack_id in enumerate(self._row_words(STACK_WORD)) if stack_id in own]
         self.rows = self._rows_without(drop)
         self._samples = None
         return len(drop)
@@ -359,14 +362,14 @@ class ProfileData:
     # Row filtering at C speed: stop() runs drop_profiler_samples on every session, and a
     # Python unpack/pack per row cost 20-25 ms at 100,000 rows (the stop() target is 50 ms).
     def _row_words(self, word: int) -> list[int]:
-        """One uint32 word of every row (six words each): 4 is the stack id, 5 serial | flags."""
-        return memoryview(self.rows).cast("I")[word::6].tolist()
+        """One uint32 word of every row: STACK_WORD or THREAD_AND_FLAGS_WORD (_rows.py)."""
+        return memoryview(self.rows).cast("I")[word::ROW_WORDS].tolist()
 
     def _rows_without(self, drop: list[int]) -> bytes:
         """The rows minus those at the (ascending) indices in `drop`."""
         if not drop:
             return self.rows
-        size, rows, parts, start = _ROW.size, self.rows, [], 0
+        size, rows, parts, start = ROW.size, self.rows, [], 0
         for i in drop:
             parts.append(rows[start * size : i * size])
             start = i + 1

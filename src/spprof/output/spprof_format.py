@@ -26,14 +26,15 @@ import json
 import struct
 from typing import TYPE_CHECKING, Any
 
+# The file stores the rows' bytes as planes: a change to the row layout is a new VERSION.
+from .._rows import ROW_SIZE, SERIAL_MASK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
+
 if TYPE_CHECKING:
     from .._model import ProfileData
 
 MAGIC = b"SPPROF\x00"
 VERSION = 1
-ROW_SIZE = 24  # struct "<QQII" in _model: timestamp, weight, stack id, serial | flags << 24
-ROW_PLANES = range(8, ROW_SIZE)  # every row byte except the timestamp's
-SERIAL_MASK = (1 << 24) - 1
+ROW_PLANES = range(WEIGHT[0], ROW_SIZE)  # every row byte except the timestamp's
 U64 = 1 << 64
 
 # TIME section kinds
@@ -72,9 +73,9 @@ def _columns(profile: ProfileData) -> tuple[tuple[int, ...], tuple[int, ...], li
     """(timestamps, weights, thread serials) of every row, in row order."""
     n = profile.sample_count
     rows = profile.rows
-    ts = struct.unpack(f"<{n}Q", field(rows, n, 0, 8))
-    weights = struct.unpack(f"<{n}Q", field(rows, n, 8, 8))
-    tf = struct.unpack(f"<{n}I", field(rows, n, 20, 4))
+    ts = struct.unpack(f"<{n}Q", field(rows, n, *TIMESTAMP))
+    weights = struct.unpack(f"<{n}Q", field(rows, n, *WEIGHT))
+    tf = struct.unpack(f"<{n}I", field(rows, n, *THREAD_AND_FLAGS))
     return ts, weights, [x & SERIAL_MASK for x in tf]
 
 
