@@ -19,7 +19,7 @@ from typing import Optional
 
 import pytest
 
-from spprof import Frame, Profile
+from spprof import Frame, Profile, ThreadRecord
 from spprof import _rows as rowlayout
 from spprof._load import load
 from spprof._rows import FLAG_GIL_KNOWN, FLAG_HAS_GIL, FLAG_IDLE, FLAG_ON_CPU
@@ -28,16 +28,16 @@ from spprof.output import FORMATS, guess_format
 MS = 1_000_000
 
 
-def thread(serial: int, name: str, cpu_ns: int, ended_ns: int = 0) -> dict:
-    return {
-        "serial": serial,
-        "ident": 140000000000000 + serial,
-        "native_id": 4000 + serial,
-        "name": name,
-        "cpu_ns": cpu_ns,
-        "registered_ns": 1_000_000_000 + serial,
-        "ended_ns": ended_ns,
-    }
+def thread(serial: int, name: str, cpu_ns: int, ended_ns: int = 0) -> ThreadRecord:
+    return ThreadRecord(
+        serial=serial,
+        ident=140000000000000 + serial,
+        native_id=4000 + serial,
+        name=name,
+        cpu_ns=cpu_ns,
+        registered_ns=1_000_000_000 + serial,
+        ended_ns=ended_ns,
+    )
 
 
 def pack_rows(rows: list[tuple[int, int, int, int, int]]) -> bytes:

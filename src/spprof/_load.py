@@ -7,6 +7,7 @@ callers print one line instead of a traceback from gzip, json or struct.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -14,7 +15,7 @@ import struct
 import zlib
 from typing import Any, Union
 
-from ._model import Frame
+from ._model import Frame, ThreadRecord
 from ._profile import Profile
 from ._rows import ROW_SIZE, SERIAL_MASK, STACK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
 from .output.spprof_format import (
@@ -30,7 +31,7 @@ from .output.spprof_format import (
 PathLike = Union[str, "os.PathLike[str]"]
 
 _SECTION = struct.Struct("<4sQ")
-_THREAD_KEYS = ("serial", "ident", "native_id", "name", "cpu_ns", "registered_ns", "ended_ns")
+_THREAD_KEYS = tuple(f.name for f in dataclasses.fields(ThreadRecord))
 
 
 class ProfileFormatError(ValueError):
@@ -161,9 +162,9 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
     for t in meta["threads"]:
         if not isinstance(t, dict) or any(k not in t for k in _THREAD_KEYS):
             raise _Bad("bad thread table entry")
-        threads.append(dict(t))
+        threads.append(ThreadRecord.from_dict(t))
     for i, t in enumerate(threads):
-        if t["serial"] != i:
+        if t.serial != i:
             raise _Bad("thread table is not in serial order")
 
     rows = _rows(n, time_sec, rows_sec, _int(meta["start_ns"], "start_ns"))

@@ -11,6 +11,7 @@ long session costs almost nothing and memory follows distinct stacks, not sample
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, TypeVar
@@ -81,6 +82,39 @@ class ThreadInfo:
 
 
 @dataclass(frozen=True)
+class ThreadRecord:
+    """One entry of Profile.thread_table: a Python thread state the session registered.
+
+    Rows name it by `serial` (its index). One OS thread can have several records when its
+    thread state was recreated (C callbacks); Profile.threads merges them.
+    """
+
+    serial: int
+    ident: int  # threading.get_ident()
+    native_id: int  # the OS thread id
+    name: str
+    cpu_ns: int  # CPU time used while the session watched it
+    registered_ns: int
+    ended_ns: int  # 0: still running at stop
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ThreadRecord:
+        """From the extension's (or the .spprof file's) dict of the same keys."""
+        return cls(
+            serial=int(d["serial"]),
+            ident=int(d["ident"]),
+            native_id=int(d["native_id"]),
+            name=str(d["name"]),
+            cpu_ns=int(d["cpu_ns"]),
+            registered_ns=int(d["registered_ns"]),
+            ended_ns=int(d["ended_ns"]),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class FunctionStats:
     """Time spent in one function, summed over every thread."""
 
@@ -109,7 +143,7 @@ class ProfileData:
     frame_table: list[Frame]
     stacks: list[tuple[int, ...]]
     rows: bytes
-    thread_table: list[dict[str, Any]]
+    thread_table: list[ThreadRecord]
     dropped_count: int
     stats: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -140,7 +174,7 @@ class ProfileData:
             frame_table=frames,
             stacks=list(raw["stacks"]),
             rows=raw["samples"],
-            thread_table=list(raw["threads"]),
+            thread_table=[ThreadRecord.from_dict(t) for t in raw["threads"]],
             dropped_count=int(stats.get("samples_dropped", 0)),
             stats=stats,
             metadata=dict(metadata),
@@ -175,9 +209,9 @@ class ProfileData:
                 out.append(
                     Sample(
                         timestamp_ns=ts,
-                        thread_id=t["ident"],
-                        native_thread_id=t["native_id"],
-                        thread_name=t["name"],
+                        thread_id=t.ident,
+                        native_thread_id=t.native_id,
+                        thread_name=t.name,
                         weight_ns=weight,
                         frames=frames,
                         on_cpu=bool(flags & FLAG_ON_CPU),
@@ -206,20 +240,20 @@ class ProfileData:
                 c[4] += weight
         merged: dict[tuple[int, int], dict[str, Any]] = {}
         for t in self.thread_table:
-            key = (t["ident"], t["native_id"])
-            c = counts.get(t["serial"], [0, 0, 0, 0, 0])
+            key = (t.ident, t.native_id)
+            c = counts.get(t.serial, [0, 0, 0, 0, 0])
             m = merged.get(key)
             if m is None:
                 merged[key] = {
-                    "name": t["name"],
-                    "cpu_ns": t["cpu_ns"],
+                    "name": t.name,
+                    "cpu_ns": t.cpu_ns,
                     "c": list(c),
-                    "ended": t["ended_ns"] != 0,
+                    "ended": t.ended_ns != 0,
                 }
             else:  # one OS thread whose Python thread state was recreated (C callbacks)
-                m["cpu_ns"] = max(m["cpu_ns"], t["cpu_ns"])
+                m["cpu_ns"] = max(m["cpu_ns"], t.cpu_ns)
                 m["c"] = [x + y for x, y in zip(m["c"], c)]
-                m["ended"] = t["ended_ns"] != 0
+                m["ended"] = t.ended_ns != 0
         return [
             ThreadInfo(
                 thread_id=k[0],

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, TypeVar, Union
 from . import _debug, _ext
 from ._model import Sample
 from ._profile import Profile
+from ._stats import SessionStats
 from .output import check_format, check_writable, guess_format, write
 
 __version__ = "0.1.0"
@@ -204,9 +205,7 @@ def start(
             _remove_thread_hook()
             raise
         _active = cfg
-    _debug.debug(
-        f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {_ext.stats()['timer']}"
-    )
+    _debug.debug(f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {stats().timer}")
 
 
 def stop() -> Profile:
@@ -237,9 +236,9 @@ def is_active() -> bool:
     return _ext.is_active()
 
 
-def stats() -> dict[str, Any]:
+def stats() -> SessionStats:
     """Counters of the running session, or of the last one: samples, drops, timer, threads."""
-    return _ext.stats()
+    return SessionStats.from_native(_ext.stats())
 
 
 def _metadata(cfg: _Config) -> dict[str, Any]:

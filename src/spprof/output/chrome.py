@@ -105,13 +105,13 @@ def render(profile: ProfileData) -> bytes:
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}},
     ]
     tracks: dict[int, _Track] = {}
-    for serial in sorted(per_thread, key=lambda s: (threads[s]["registered_ns"], s)):
+    for serial in sorted(per_thread, key=lambda s: (threads[s].registered_ns, s)):
         t = threads[serial]
-        tid = int(t["native_id"])
+        tid = t.native_id
         if tid not in tracks:  # a thread whose Python state was recreated keeps one track
             tracks[tid] = _Track(profile, pid, tid)
             for name, args in (
-                ("thread_name", {"name": t["name"]}),
+                ("thread_name", {"name": t.name}),
                 ("thread_sort_index", {"sort_index": len(tracks) - 1}),
             ):
                 events.append({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args})

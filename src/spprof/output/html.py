@@ -55,7 +55,7 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
             sid = stack_ids[stack] = len(stacks)
             stacks.append([frame(fid) for fid in profile.stacks[stack]])
         t = profile.thread_table[serial]
-        counts[thread_index[(t["ident"], t["native_id"])]].extend((sid, n, weight))
+        counts[thread_index[(t.ident, t.native_id)]].extend((sid, n, weight))
 
     duration = profile.duration_ns or 1
     meta = profile.metadata

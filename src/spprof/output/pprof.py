@@ -140,8 +140,8 @@ def render(profile: ProfileData) -> bytes:
         label = labels.get(serial)
         if label is None:
             t = threads[serial]
-            name = field_varint(LABEL_KEY, key_name) + field_varint(LABEL_STR, strings(t["name"]))
-            tid = field_varint(LABEL_KEY, key_id) + field_varint(LABEL_NUM, t["native_id"])
+            name = field_varint(LABEL_KEY, key_name) + field_varint(LABEL_STR, strings(t.name))
+            tid = field_varint(LABEL_KEY, key_id) + field_varint(LABEL_NUM, t.native_id)
             label = labels[serial] = field_bytes(S_LABEL, name) + field_bytes(S_LABEL, tid)
         out.append(
             field_bytes(

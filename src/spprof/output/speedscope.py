@@ -46,13 +46,13 @@ def render(profile: ProfileData) -> bytes:
 
     threads = profile.thread_table
     profiles = []
-    for serial in sorted(per_thread, key=lambda k: (threads[k]["registered_ns"], k)):
+    for serial in sorted(per_thread, key=lambda k: (threads[k].registered_ns, k)):
         samples, weights = per_thread[serial]
         t = threads[serial]
         profiles.append(
             {
                 "type": "sampled",
-                "name": f"{t['name']} (tid {t['native_id']})",
+                "name": f"{t.name} (tid {t.native_id})",
                 "unit": "nanoseconds",
                 "startValue": 0,
                 "endValue": sum(weights),

@@ -144,7 +144,7 @@ def _meta(profile: ProfileData) -> dict[str, Any]:
         "dropped_count": profile.dropped_count,
         "stats": profile.stats,
         "metadata": profile.metadata,
-        "threads": profile.thread_table,
+        "threads": [t.as_dict() for t in profile.thread_table],
         "strings": list(strings),
         "frames": frames,
         "stacks": stacks,
