@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Optional
 
 from .. import _debug, _ext, _session
+from .._config import SessionConfig
 from ..output import FORMATS, check_format, check_writable, guess_format, write
 from ..output.report import summary
 from .errors import EXIT_USAGE, CliError, error_exit
@@ -312,12 +313,17 @@ def record(argv: list[str]) -> int:
         )
         out = Path(opts.output) if opts.output else _default_output(kind, target, fmt)
         check_writable(out)
-        # Validate every option before the program runs (start() would, too late for -m).
-        _session._make_config(interval, opts.mode, opts.native, None, None, fmt, opts.timer)
-        if opts.max_overhead is not None and not 0 < opts.max_overhead <= 100:
-            raise CliError(
-                f"--max-overhead must be a percentage in (0, 100], got {opts.max_overhead}"
-            )
+        # Every session option is checked before the program runs (too late at start() for
+        # -m); the output path above is the CLI's own (it writes the profile itself).
+        cfg = SessionConfig(
+            interval_ms=interval,
+            mode=opts.mode,
+            native=opts.native,
+            output_format=fmt,
+            timer=opts.timer,
+            interpreter_frames=opts.interpreter_frames,
+            max_overhead_pct=opts.max_overhead,
+        ).validate(names={"max_overhead_pct": "--max-overhead"})
         launcher = _launcher_files()
         run = _prepare(kind, target, args)
     except (CliError, ValueError, NotImplementedError, OSError) as exc:
@@ -333,15 +339,7 @@ def record(argv: list[str]) -> int:
     exit_code = 0
     uncaught: Optional[BaseException] = None
     try:
-        _session.start(
-            interval_ms=interval,
-            mode=opts.mode,
-            native=opts.native,
-            timer=opts.timer,
-            progress=not opts.quiet and sys.stderr.isatty(),
-            interpreter_frames=opts.interpreter_frames,
-            max_overhead_pct=opts.max_overhead,
-        )
+        _session.start_checked(cfg, progress=not opts.quiet and sys.stderr.isatty())
         try:
             run()
         except SystemExit as exc:
