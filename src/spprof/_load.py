@@ -108,7 +108,7 @@ def _sections(body: bytes) -> dict[bytes, bytes]:
 def _int(v: Any, what: str, lo: int = 0) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         raise _Bad(f"bad {what}: {v!r}")
-    return v
+    return int(v)
 
 
 def _decode(body: bytes) -> Profile:
@@ -212,7 +212,7 @@ def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:
         weights = struct.unpack(f"<{n}Q", field(buf, n, *WEIGHT))
         tf = struct.unpack(f"<{n}I", field(buf, n, *THREAD_AND_FLAGS))
         last: dict[int, int] = {}
-        ts = []
+        ts: list[int] = []
         append = ts.append
         get = last.get
         # The hot loop of loading: zigzag decoding inlined ((z >> 1) ^ -(z & 1)).

@@ -12,7 +12,7 @@ long session costs almost nothing and memory follows distinct stacks, not sample
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, TypeVar
 
@@ -98,7 +98,7 @@ class ThreadRecord:
     ended_ns: int  # 0: still running at stop
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ThreadRecord:
+    def from_dict(cls, d: Mapping[str, Any]) -> ThreadRecord:
         """From the extension's (or the .spprof file's) dict of the same keys."""
         return cls(
             serial=int(d["serial"]),
@@ -152,7 +152,11 @@ class ProfileData:
     # ---- construction -------------------------------------------------------------------
     @classmethod
     def from_native(
-        cls: type[_P], raw: dict[str, Any], mode: str, interval_ms: float, metadata: dict[str, Any]
+        cls: type[_P],
+        raw: Mapping[str, Any],
+        mode: str,
+        interval_ms: float,
+        metadata: dict[str, Any],
     ) -> _P:
         frames = [
             Frame(

@@ -24,7 +24,8 @@ from __future__ import annotations
 import gzip
 import json
 import struct
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Union
 
 # The file stores the rows' bytes as planes: a change to the row layout is a new VERSION.
 from .._rows import ROW_SIZE, SERIAL_MASK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
@@ -58,7 +59,7 @@ def _section(tag: bytes, payload: bytes) -> bytes:
     return _SECTION.pack(tag, len(payload)) + payload
 
 
-def field(rows: bytes, n: int, offset: int, width: int) -> bytes:
+def field(rows: Union[bytes, bytearray], n: int, offset: int, width: int) -> bytes:
     """The `width`-byte field at `offset` of each of `n` rows, as consecutive words.
 
     Built by interleaving the field's byte planes again: C-speed slicing, no Python loop.
@@ -87,13 +88,14 @@ def _time_section(profile: ProfileData) -> bytes:
     last: dict[int, int] = {}
     get = last.get
     start = profile.start_ns
-    res = []
+    res: list[int] = []
     append = res.append
     for t, w, s in zip(ts, weights, serials):
         predicted = get(s, start) + w
         r = (t - predicted + 500) // 1000
         append(r << 1 if r >= 0 else (-r << 1) - 1)  # zigzag, inlined: this loop is the cost
         last[s] = predicted + r * 1000
+    values: Sequence[int]
     if max(res) < U64 and min(last.values()) >= 0 and max(last.values()) < U64:
         kind, values = TIME_RESIDUAL_US, res
     else:
