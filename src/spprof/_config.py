@@ -8,15 +8,12 @@ its own arguments again at the C boundary, where Python's checks cannot reach.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional
 
-from .output import check_format, check_writable, guess_format
-
-PathLike = Union[str, "os.PathLike[str]"]
+from .output import PathLike, check_format, check_writable, guess_format
 
 MODES = ("cpu", "wall")
 TIMERS = ("auto", "thread", "itimer")

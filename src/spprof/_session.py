@@ -1,9 +1,9 @@
 """start/stop/is_active/stats, the Profiler context manager and the @profile decorator.
 
-Session-wide concerns that live in Python: argument checking (bad input fails before any
-sampling starts), the threading hook that registers each new thread on the thread itself,
-stopping at interpreter exit (so an output path still gets its profile), and forgetting the
-session in a forked child.
+Session-wide concerns that live in Python: argument checking (_config.SessionConfig: bad
+input fails before any sampling starts), the threading hook that registers each new thread
+on the thread itself, stopping at interpreter exit (so an output path still gets its
+profile), and forgetting the session in a forked child.
 """
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ import os
 import platform
 import sys
 import threading
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar
 
 from . import _debug, _ext
 from ._config import SessionConfig, ValidConfig
 from ._model import Sample
 from ._profile import Profile
 from ._stats import SessionStats
-from .output import write
+from .output import PathLike, write
 
 __version__ = "0.1.0"
 
-PathLike = Union[str, "os.PathLike[str]"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _active: Optional[ValidConfig] = None
