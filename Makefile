@@ -16,6 +16,7 @@ DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_versi
             "gevent==26.9.0; python_version>='3.10'" "gevent==25.9.1; python_version<'3.10'" \
             "setuptools==84.2.1; python_version>='3.10'" "setuptools==82.0.1; python_version<'3.10'" wheel==0.48.0
 RUFF := ruff==0.17.6
+MYPY := mypy==1.20.2
 # A real third-party test suite under the profiler at 1 ms (issue "never harm the host"):
 # more-itertools' own tests from its sdist, on CPython 3.12 (where torn frames showed up).
 THIRDPARTY_PY ?= $(shell ls -d $(PYENV_ROOT)/versions/3.12.* 2>/dev/null | sort -V | tail -n 1)/bin/python
@@ -89,9 +90,12 @@ test-thirdparty:
 	  print('third-party profile:', len(p.samples), 'samples,', n, 'in more_itertools'); \
 	  sys.exit(0 if n > 100 else 'too few more_itertools samples in the profile')"
 
+# ruff, then mypy --strict on src/spprof (its settings: pyproject.toml [tool.mypy]).
 lint:
-	@v=$(VENVS)/lint; [ -x $$v/bin/ruff ] || { $(PYTHON) -m venv $$v && $$v/bin/python -m pip install -q $(RUFF); }; \
-	$$v/bin/ruff check src tests benchmarks examples && $$v/bin/ruff format --check src tests benchmarks examples
+	@v=$(VENVS)/lint; [ -x $$v/bin/ruff ] && [ -x $$v/bin/mypy ] || { [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
+	  $$v/bin/python -m pip install -q $(RUFF) $(MYPY); }; \
+	$$v/bin/ruff check src tests benchmarks examples && $$v/bin/ruff format --check src tests benchmarks examples && \
+	$$v/bin/mypy
 
 darwin-check:
 	../shared/tools/darwin-check

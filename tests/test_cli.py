@@ -73,9 +73,9 @@ def test_time_in_the_cli_runner_itself_is_dropped_not_shown(tmp_path):
     out = tmp_path / "p.json"
     code = (
         "import functools, itertools, operator, sys\n"
-        "import spprof.cli as cli\n"
+        "import spprof._session as session, spprof.cli as cli\n"
         "scan = itertools.chain(range(5_000_000), [None])\n"
-        "cli._session.is_active = functools.partial(operator.contains, scan, None)\n"
+        "session.is_active = functools.partial(operator.contains, scan, None)\n"
         f"sys.exit(cli.main(['-q', '-i', '1', '-o', {str(out)!r}, {TARGET!r}]))\n"
     )
     r = run_python("-c", code)
@@ -132,7 +132,7 @@ def test_uncaught_exception_is_printed_and_profile_still_written(tmp_path):
     assert r.returncode == 1
     assert "Traceback (most recent call last)" in r.stderr
     assert "ValueError: boom from the target" in r.stderr
-    assert "spprof/cli.py" not in r.stderr.split("ValueError")[0].split("Traceback")[1]
+    assert "spprof/cli/" not in r.stderr.split("ValueError")[0].split("Traceback")[1]
     assert "hot_function" in _hot_names(out)
 
 
@@ -233,7 +233,7 @@ def test_installed_console_script_gives_the_same_profile_as_python_m(tmp_path):
     for path in (by_script, by_module):
         text = path.read_text()
         assert "hot_function" in text
-        # every stack starts at the program's <module>: no launcher, cli.py or runpy above it
+        # every stack starts at the program's <module>: no launcher, spprof.cli or runpy above it
         roots = _main_thread_roots(path)
         assert {root.split(" (")[0] for root in roots} == {"<module>"}, roots
         assert all(TARGET in root for root in roots), roots

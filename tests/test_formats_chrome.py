@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from spprof import _rows as rowlayout
 from spprof.output import render
 from test_formats_common import MS, real_profile, small_profile
 
@@ -93,11 +94,9 @@ def test_worker_track_starts_when_the_worker_ran():
 
 def test_a_gap_in_sampling_closes_every_frame():
     p = small_profile()
-    import struct
-
     t0 = p.start_ns
     rows = [(t0 + 1 * MS, MS, 0, 0, 2), (t0 + 2 * MS, MS, 0, 0, 2), (t0 + 50 * MS, MS, 0, 0, 2)]
-    p.rows = b"".join(struct.pack("<QQII", t, w, s, n | f << 24) for t, w, s, n, f in rows)
+    p.rows = b"".join(rowlayout.pack(*r) for r in rows)
     _, events = tracks(load_trace(p))
     main = events[4000]
     assert top_level_sequence(main, 0) == ["<module>", "<module>"]

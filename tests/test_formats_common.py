@@ -19,32 +19,30 @@ from typing import Optional
 
 import pytest
 
-from spprof import Frame, Profile
+from spprof import Frame, Profile, ThreadRecord
+from spprof import _rows as rowlayout
 from spprof._load import load
+from spprof._rows import FLAG_GIL_KNOWN, FLAG_HAS_GIL, FLAG_IDLE, FLAG_ON_CPU
 from spprof.output import FORMATS, guess_format
 
-FLAG_ON_CPU = 1 << 1
-FLAG_HAS_GIL = 1 << 2
-FLAG_IDLE = 1 << 3
-FLAG_GIL_KNOWN = 1 << 4
 MS = 1_000_000
 
 
-def thread(serial: int, name: str, cpu_ns: int, ended_ns: int = 0) -> dict:
-    return {
-        "serial": serial,
-        "ident": 140000000000000 + serial,
-        "native_id": 4000 + serial,
-        "name": name,
-        "cpu_ns": cpu_ns,
-        "registered_ns": 1_000_000_000 + serial,
-        "ended_ns": ended_ns,
-    }
+def thread(serial: int, name: str, cpu_ns: int, ended_ns: int = 0) -> ThreadRecord:
+    return ThreadRecord(
+        serial=serial,
+        ident=140000000000000 + serial,
+        native_id=4000 + serial,
+        name=name,
+        cpu_ns=cpu_ns,
+        registered_ns=1_000_000_000 + serial,
+        ended_ns=ended_ns,
+    )
 
 
 def pack_rows(rows: list[tuple[int, int, int, int, int]]) -> bytes:
     """rows of (timestamp_ns, weight_ns, stack id, thread serial, flags) -> Profile.rows."""
-    return b"".join(struct.pack("<QQII", t, w, s, n | f << 24) for t, w, s, n, f in rows)
+    return b"".join(rowlayout.pack(*r) for r in rows)
 
 
 def small_profile() -> Profile:
@@ -144,7 +142,7 @@ def synthetic_profile(
         while len(stack_col) < n:
             run = 1 + int(rng.expovariate(1 / 20))
             stack_col.extend([serial * 300 + min(299, int(rng.expovariate(1 / 40)))] * run)
-        tf = [serial | FLAG_ON_CPU << 24] * n
+        tf = [serial | FLAG_ON_CPU << rowlayout.SERIAL_BITS] * n
         per_thread.append((ts, weights, stack_col[:n], tf))
     cols: list[list[int]] = [[], [], [], []]
     longest = max(len(t[0]) for t in per_thread)
@@ -153,12 +151,13 @@ def synthetic_profile(
             for out, col in zip(cols, thread_cols):
                 out.extend(col[start : start + 100])
     n = len(cols[0])
-    buf = bytearray(24 * n)
-    layout = ((0, 8, "Q"), (8, 8, "Q"), (16, 4, "I"), (20, 4, "I"))
-    for (offset, width, code), col in zip(layout, cols):
-        packed = struct.pack(f"<{n}{code}", *col)
+    size = rowlayout.ROW_SIZE
+    buf = bytearray(size * n)
+    layout = (rowlayout.TIMESTAMP, rowlayout.WEIGHT, rowlayout.STACK, rowlayout.THREAD_AND_FLAGS)
+    for (offset, width), col in zip(layout, cols):
+        packed = struct.pack(f"<{n}{'Q' if width == 8 else 'I'}", *col)
         for k in range(width):
-            buf[offset + k :: 24] = packed[k::width]
+            buf[offset + k :: size] = packed[k::width]
     return Profile(
         interval_ms=interval_ms,
         mode="cpu",
@@ -298,7 +297,7 @@ def assert_rows_match(a, b) -> None:
     """Every row identical except timestamps, which the file keeps to +-500 ns."""
     assert len(a) == len(b)
     for (ta, wa, sa, fa), (tb, wb, sb, fb) in zip(
-        struct.iter_unpack("<QQII", a), struct.iter_unpack("<QQII", b)
+        rowlayout.ROW.iter_unpack(a), rowlayout.ROW.iter_unpack(b)
     ):
         assert (wa, sa, fa) == (wb, sb, fb)
         assert abs(ta - tb) <= 500, (ta, tb)

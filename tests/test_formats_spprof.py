@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import struct
 import time
 from dataclasses import replace
 
 import pytest
 
+from spprof import _rows as rowlayout
 from spprof._load import ProfileFormatError, load, loads
 from spprof.output import render, spprof_format
 from test_formats_common import (
@@ -76,7 +76,7 @@ def test_edge_values_survive(tmp_path):
         ((1 << 64) - 1, (1 << 63), 1, 1, 0),
         (0, 0, 2, 0, 0xFF),
     ]
-    p.rows = b"".join(struct.pack("<QQII", t, w, s, n | f << 24) for t, w, s, n, f in rows)
+    p.rows = b"".join(rowlayout.pack(*r) for r in rows)
     p.metadata["argv"] = ["a b", "ü", ""]
     q = loads(render(p, "spprof"))
     assert_same(p, q)
@@ -157,7 +157,7 @@ def test_newer_version_is_refused_by_name(tmp_path):
 def test_out_of_range_index_is_a_format_error():
     # A well-formed file whose sample points at a stack that does not exist.
     p = small_profile()
-    p.rows = struct.pack("<QQII", p.start_ns + 1, 1, 99, 0)
+    p.rows = rowlayout.pack(p.start_ns + 1, 1, 99, 0)
     with pytest.raises(ProfileFormatError, match="stack that does not exist"):
         loads(render(p, "spprof"), "x.spprof")
 

@@ -1,5 +1,5 @@
 """`spprof convert` and `spprof report` on a saved .spprof file, called directly and (once
-cli.py dispatches subcommands) through `python -m spprof`."""
+spprof.cli dispatches them) through `python -m spprof`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import sys
 import pytest
 
 import spprof.cli
-from spprof import tools
 from spprof._load import load
+from spprof.cli import convert, report
 from test_formats_common import assert_rows_match, small_profile
 
 needs_dispatch = pytest.mark.skipif(
@@ -32,7 +32,7 @@ def saved(tmp_path):
 def test_convert_to_every_format_by_flag(saved, tmp_path):
     for fmt in ("speedscope", "collapsed", "pprof", "chrome", "html", "spprof"):
         out = tmp_path / f"out-{fmt}.bin"
-        assert tools.main_convert([str(saved), "-f", fmt, "-o", str(out)]) == 0
+        assert convert.main([str(saved), "-f", fmt, "-o", str(out)]) == 0
         data = out.read_bytes()
         if fmt == "speedscope":
             doc = json.loads(data)
@@ -55,14 +55,14 @@ def test_convert_to_every_format_by_flag(saved, tmp_path):
 
 
 def test_convert_guesses_format_from_output_name_and_defaults_the_name(saved, tmp_path):
-    assert tools.main_convert([str(saved), "-o", str(tmp_path / "x.pb.gz")]) == 0
+    assert convert.main([str(saved), "-o", str(tmp_path / "x.pb.gz")]) == 0
     assert gzip.decompress((tmp_path / "x.pb.gz").read_bytes())[:1] == b"\x0a"
-    assert tools.main_convert([str(saved), "-f", "chrome"]) == 0
+    assert convert.main([str(saved), "-f", "chrome"]) == 0
     assert json.loads((tmp_path / "prog.trace.json").read_text())["traceEvents"]
 
 
 def test_convert_to_stdout(saved, capfdbinary):
-    assert tools.main_convert([str(saved), "-f", "collapsed", "-o", "-"]) == 0
+    assert convert.main([str(saved), "-f", "collapsed", "-o", "-"]) == 0
     out = capfdbinary.readouterr().out.decode()
     assert out.splitlines()[0].startswith("<module> (/app/prog.py:30);main")
 
@@ -82,7 +82,7 @@ def test_convert_errors_are_one_line_exit_2(saved, tmp_path, capsys, argv, messa
     bad = tmp_path / "bad.spprof"
     bad.write_text("{}")
     names = {"saved": saved, "missing": tmp_path / "missing.spprof", "bad": bad}
-    code = tools.main_convert([a.format(**names) for a in argv])
+    code = convert.main([a.format(**names) for a in argv])
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("spprof: error: ")
@@ -92,7 +92,7 @@ def test_convert_errors_are_one_line_exit_2(saved, tmp_path, capsys, argv, messa
 
 
 def test_report_prints_the_summary(saved, capsys):
-    assert tools.main_report([str(saved), "--top", "2"]) == 0
+    assert report.main([str(saved), "--top", "2"]) == 0
     out = capsys.readouterr().out
     assert "13 samples" in out
     assert "MainThread" in out and "worker" in out
@@ -104,7 +104,7 @@ def test_report_prints_the_summary(saved, capsys):
 def test_report_of_a_truncated_file_names_it(saved, capsys):
     data = saved.read_bytes()
     saved.write_bytes(data[: len(data) // 2])
-    assert tools.main_report([str(saved)]) == 2
+    assert report.main([str(saved)]) == 2
     err = capsys.readouterr().err
     assert (
         err

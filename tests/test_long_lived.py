@@ -27,7 +27,7 @@ with spprof.Profiler(interval_ms=10) as p:
         t = threading.Thread(target=request)
         t.start()
         t.join()
-    during = spprof.stats()
+    during = spprof.stats().as_dict()
     b = threading.Thread(target=worker, name="worker")
     b.start()
     b.join()

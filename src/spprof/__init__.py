@@ -9,8 +9,10 @@ or `python -m spprof script.py`. See docs/usage.md.
 """
 
 from ._load import ProfileFormatError, load
-from ._model import Frame, FunctionStats, Profile, Sample, ThreadInfo
+from ._model import Frame, FunctionStats, Sample, ThreadInfo, ThreadRecord
+from ._profile import Profile
 from ._session import Profiler, __version__, is_active, profile, start, stats, stop
+from ._stats import SessionStats
 
 __all__ = [
     "Frame",
@@ -19,7 +21,9 @@ __all__ = [
     "ProfileFormatError",
     "Profiler",
     "Sample",
+    "SessionStats",
     "ThreadInfo",
+    "ThreadRecord",
     "__version__",
     "is_active",
     "load",

@@ -7,6 +7,7 @@ callers print one line instead of a traceback from gzip, json or struct.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -14,12 +15,12 @@ import struct
 import zlib
 from typing import Any, Union
 
-from ._model import Frame, Profile
+from ._model import Frame, ThreadRecord
+from ._profile import Profile
+from ._rows import ROW_SIZE, SERIAL_MASK, STACK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
 from .output.spprof_format import (
     MAGIC,
     ROW_PLANES,
-    ROW_SIZE,
-    SERIAL_MASK,
     TIME_RAW,
     TIME_RESIDUAL,
     TIME_RESIDUAL_US,
@@ -30,7 +31,7 @@ from .output.spprof_format import (
 PathLike = Union[str, "os.PathLike[str]"]
 
 _SECTION = struct.Struct("<4sQ")
-_THREAD_KEYS = ("serial", "ident", "native_id", "name", "cpu_ns", "registered_ns", "ended_ns")
+_THREAD_KEYS = tuple(f.name for f in dataclasses.fields(ThreadRecord))
 
 
 class ProfileFormatError(ValueError):
@@ -107,7 +108,7 @@ def _sections(body: bytes) -> dict[bytes, bytes]:
 def _int(v: Any, what: str, lo: int = 0) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         raise _Bad(f"bad {what}: {v!r}")
-    return v
+    return int(v)
 
 
 def _decode(body: bytes) -> Profile:
@@ -161,17 +162,17 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
     for t in meta["threads"]:
         if not isinstance(t, dict) or any(k not in t for k in _THREAD_KEYS):
             raise _Bad("bad thread table entry")
-        threads.append(dict(t))
+        threads.append(ThreadRecord.from_dict(t))
     for i, t in enumerate(threads):
-        if t["serial"] != i:
+        if t.serial != i:
             raise _Bad("thread table is not in serial order")
 
     rows = _rows(n, time_sec, rows_sec, _int(meta["start_ns"], "start_ns"))
     # Indices in the rows must point into the tables, or every reader would fail later.
-    stack_ids = struct.unpack(f"<{n}I", field(rows, n, 16, 4))
+    stack_ids = struct.unpack(f"<{n}I", field(rows, n, *STACK))
     if n and max(stack_ids) >= len(stacks):
         raise _Bad("a sample refers to a stack that does not exist")
-    serials = {x & SERIAL_MASK for x in struct.unpack(f"<{n}I", field(rows, n, 20, 4))}
+    serials = {x & SERIAL_MASK for x in struct.unpack(f"<{n}I", field(rows, n, *THREAD_AND_FLAGS))}
     if serials and max(serials) >= len(threads):
         raise _Bad("a sample refers to a thread that does not exist")
 
@@ -208,10 +209,10 @@ def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:
     kind = time_sec[0]
     if kind in (TIME_RESIDUAL, TIME_RESIDUAL_US):
         scale = 1000 if kind == TIME_RESIDUAL_US else 1
-        weights = struct.unpack(f"<{n}Q", field(buf, n, 8, 8))
-        tf = struct.unpack(f"<{n}I", field(buf, n, 20, 4))
+        weights = struct.unpack(f"<{n}Q", field(buf, n, *WEIGHT))
+        tf = struct.unpack(f"<{n}I", field(buf, n, *THREAD_AND_FLAGS))
         last: dict[int, int] = {}
-        ts = []
+        ts: list[int] = []
         append = ts.append
         get = last.get
         # The hot loop of loading: zigzag decoding inlined ((z >> 1) ^ -(z & 1)).
@@ -226,5 +227,5 @@ def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:
     elif kind != TIME_RAW:
         raise _Bad(f"unknown timestamp encoding {kind}")
     for k in range(8):
-        buf[k::ROW_SIZE] = words[k::8]
+        buf[TIMESTAMP[0] + k :: ROW_SIZE] = words[k::8]
     return bytes(buf)

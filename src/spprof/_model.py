@@ -1,4 +1,8 @@
-"""The profile data model: Frame, Sample, ThreadInfo, FunctionStats and Profile.
+"""The profile data model: Frame, Sample, ThreadInfo, FunctionStats and ProfileData.
+
+The bottom layer: it imports nothing of spprof's but the row layout (_rows.py). The writers
+in output/ read ProfileData; spprof.Profile (_profile.py) is ProfileData plus save(), which
+needs the writers.
 
 A Profile keeps what the native core exports in compact form (a frame table, interned
 stacks, packed sample rows, a thread table) and builds the typed view lazily, so stopping a
@@ -7,23 +11,25 @@ long session costs almost nothing and memory follows distinct stacks, not sample
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
-# SampleRow in stack_store.h: timestamp_ns, weight_ns, stack id, serial | flags << 24.
-_ROW = struct.Struct("<QQII")
-assert _ROW.size == 6 * 4  # _row_words reads rows as six uint32 words
-_SERIAL_MASK = (1 << 24) - 1
-
-# SampleFlags in sample_record.h
-FLAG_TRUNCATED = 1 << 0
-FLAG_ON_CPU = 1 << 1
-FLAG_HAS_GIL = 1 << 2
-FLAG_IDLE = 1 << 3
-FLAG_GIL_KNOWN = 1 << 4
-FLAG_RUNNABLE = 1 << 6  # wall mode: waited for a CPU on this stack (sample_record.h)
+from ._rows import (
+    FLAG_GIL_KNOWN,
+    FLAG_HAS_GIL,
+    FLAG_IDLE,
+    FLAG_ON_CPU,
+    FLAG_RUNNABLE,
+    FLAG_TRUNCATED,
+    ROW,
+    ROW_WORDS,
+    SERIAL_BITS,
+    SERIAL_MASK,
+    STACK_WORD,
+    THREAD_AND_FLAGS_WORD,
+)
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,39 @@ class ThreadInfo:
 
 
 @dataclass(frozen=True)
+class ThreadRecord:
+    """One entry of Profile.thread_table: a Python thread state the session registered.
+
+    Rows name it by `serial` (its index). One OS thread can have several records when its
+    thread state was recreated (C callbacks); Profile.threads merges them.
+    """
+
+    serial: int
+    ident: int  # threading.get_ident()
+    native_id: int  # the OS thread id
+    name: str
+    cpu_ns: int  # CPU time used while the session watched it
+    registered_ns: int
+    ended_ns: int  # 0: still running at stop
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ThreadRecord:
+        """From the extension's (or the .spprof file's) dict of the same keys."""
+        return cls(
+            serial=int(d["serial"]),
+            ident=int(d["ident"]),
+            native_id=int(d["native_id"]),
+            name=str(d["name"]),
+            cpu_ns=int(d["cpu_ns"]),
+            registered_ns=int(d["registered_ns"]),
+            ended_ns=int(d["ended_ns"]),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class FunctionStats:
     """Time spent in one function, summed over every thread."""
 
@@ -90,9 +129,12 @@ class FunctionStats:
     hottest_line: int  # the line with most self time (or total time when self is 0)
 
 
+_P = TypeVar("_P", bound="ProfileData")  # from_native and filter keep the subclass (Profile)
+
+
 @dataclass
-class Profile:
-    """The result of a profiling session."""
+class ProfileData:
+    """The result of a profiling session: its data and the views computed from it."""
 
     interval_ms: float
     mode: str
@@ -101,7 +143,7 @@ class Profile:
     frame_table: list[Frame]
     stacks: list[tuple[int, ...]]
     rows: bytes
-    thread_table: list[dict[str, Any]]
+    thread_table: list[ThreadRecord]
     dropped_count: int
     stats: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -110,8 +152,12 @@ class Profile:
     # ---- construction -------------------------------------------------------------------
     @classmethod
     def from_native(
-        cls, raw: dict[str, Any], mode: str, interval_ms: float, metadata: dict[str, Any]
-    ) -> Profile:
+        cls: type[_P],
+        raw: Mapping[str, Any],
+        mode: str,
+        interval_ms: float,
+        metadata: dict[str, Any],
+    ) -> _P:
         frames = [
             Frame(
                 function_name=name,
@@ -132,7 +178,7 @@ class Profile:
             frame_table=frames,
             stacks=list(raw["stacks"]),
             rows=raw["samples"],
-            thread_table=list(raw["threads"]),
+            thread_table=[ThreadRecord.from_dict(t) for t in raw["threads"]],
             dropped_count=int(stats.get("samples_dropped", 0)),
             stats=stats,
             metadata=dict(metadata),
@@ -141,12 +187,12 @@ class Profile:
     # ---- raw access for writers -------------------------------------------------------------
     def iter_rows(self) -> Iterator[tuple[int, int, int, int, int]]:
         """(timestamp_ns, weight_ns, stack_id, thread_serial, flags) for every sample, in order."""
-        for ts, weight, stack, tf in _ROW.iter_unpack(self.rows):
-            yield ts, weight, stack, tf & _SERIAL_MASK, tf >> 24
+        for ts, weight, stack, tf in ROW.iter_unpack(self.rows):
+            yield ts, weight, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS
 
     @property
     def sample_count(self) -> int:
-        return len(self.rows) // _ROW.size
+        return len(self.rows) // ROW.size
 
     def stack_frames(self, stack_id: int) -> tuple[Frame, ...]:
         table = self.frame_table
@@ -167,9 +213,9 @@ class Profile:
                 out.append(
                     Sample(
                         timestamp_ns=ts,
-                        thread_id=t["ident"],
-                        native_thread_id=t["native_id"],
-                        thread_name=t["name"],
+                        thread_id=t.ident,
+                        native_thread_id=t.native_id,
+                        thread_name=t.name,
                         weight_ns=weight,
                         frames=frames,
                         on_cpu=bool(flags & FLAG_ON_CPU),
@@ -198,20 +244,20 @@ class Profile:
                 c[4] += weight
         merged: dict[tuple[int, int], dict[str, Any]] = {}
         for t in self.thread_table:
-            key = (t["ident"], t["native_id"])
-            c = counts.get(t["serial"], [0, 0, 0, 0, 0])
+            key = (t.ident, t.native_id)
+            c = counts.get(t.serial, [0, 0, 0, 0, 0])
             m = merged.get(key)
             if m is None:
                 merged[key] = {
-                    "name": t["name"],
-                    "cpu_ns": t["cpu_ns"],
+                    "name": t.name,
+                    "cpu_ns": t.cpu_ns,
                     "c": list(c),
-                    "ended": t["ended_ns"] != 0,
+                    "ended": t.ended_ns != 0,
                 }
             else:  # one OS thread whose Python thread state was recreated (C callbacks)
-                m["cpu_ns"] = max(m["cpu_ns"], t["cpu_ns"])
+                m["cpu_ns"] = max(m["cpu_ns"], t.cpu_ns)
                 m["c"] = [x + y for x, y in zip(m["c"], c)]
-                m["ended"] = t["ended_ns"] != 0
+                m["ended"] = t.ended_ns != 0
         return [
             ThreadInfo(
                 thread_id=k[0],
@@ -293,14 +339,15 @@ class Profile:
         result.sort(key=lambda s: (s.self_ns, s.total_ns), reverse=True)
         return result
 
-    def filter(self, *, idle: bool = True, gil_only: bool = False) -> Profile:
+    def filter(self: _P, *, idle: bool = True, gil_only: bool = False) -> _P:
         """A copy keeping only some samples: idle=False drops samples of blocked threads
         (wall mode), gil_only=True keeps only samples whose thread held the GIL."""
         gil = FLAG_GIL_KNOWN | FLAG_HAS_GIL
         drop = [
             i
-            for i, tag in enumerate(self._row_words(5))
-            if (not idle and (tag >> 24) & FLAG_IDLE) or (gil_only and ((tag >> 24) & gil) != gil)
+            for i, tag in enumerate(self._row_words(THREAD_AND_FLAGS_WORD))
+            if (not idle and (tag >> SERIAL_BITS) & FLAG_IDLE)
+            or (gil_only and ((tag >> SERIAL_BITS) & gil) != gil)
         ]
         return replace(
             self,
@@ -345,7 +392,7 @@ class Profile:
                 own.add(stack_id)
         if not own:
             return 0
-        drop = [i for i, stack_id in enumerate(self._row_words(4)) if stack_id in own]
+        drop = [i for i, stack_id in enumerate(self._row_words(STACK_WORD)) if stack_id in own]
         self.rows = self._rows_without(drop)
         self._samples = None
         return len(drop)
@@ -353,26 +400,16 @@ class Profile:
     # Row filtering at C speed: stop() runs drop_profiler_samples on every session, and a
     # Python unpack/pack per row cost 20-25 ms at 100,000 rows (the stop() target is 50 ms).
     def _row_words(self, word: int) -> list[int]:
-        """One uint32 word of every row (six words each): 4 is the stack id, 5 serial | flags."""
-        return memoryview(self.rows).cast("I")[word::6].tolist()
+        """One uint32 word of every row: STACK_WORD or THREAD_AND_FLAGS_WORD (_rows.py)."""
+        return memoryview(self.rows).cast("I")[word::ROW_WORDS].tolist()
 
     def _rows_without(self, drop: list[int]) -> bytes:
         """The rows minus those at the (ascending) indices in `drop`."""
         if not drop:
             return self.rows
-        size, rows, parts, start = _ROW.size, self.rows, [], 0
+        size, rows, parts, start = ROW.size, self.rows, [], 0
         for i in drop:
             parts.append(rows[start * size : i * size])
             start = i + 1
         parts.append(rows[start * size :])
         return b"".join(parts)
-
-    # ---- output -----------------------------------------------------------------------------
-    def save(self, path: Any, format: str = "speedscope") -> None:
-        """Write the profile to `path` in `format`.
-
-        Formats: spprof, speedscope, collapsed, pprof, chrome, html (docs/formats.md).
-        """
-        from .output import write
-
-        write(self, path, format)

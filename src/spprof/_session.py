@@ -1,9 +1,9 @@
 """start/stop/is_active/stats, the Profiler context manager and the @profile decorator.
 
-Session-wide concerns that live in Python: argument checking (bad input fails before any
-sampling starts), the threading hook that registers each new thread on the thread itself,
-stopping at interpreter exit (so an output path still gets its profile), and forgetting the
-session in a forked child.
+Session-wide concerns that live in Python: argument checking (_config.SessionConfig: bad
+input fails before any sampling starts), the threading hook that registers each new thread
+on the thread itself, stopping at interpreter exit (so an output path still gets its
+profile), and forgetting the session in a forked child.
 """
 
 from __future__ import annotations
@@ -14,81 +14,22 @@ import os
 import platform
 import sys
 import threading
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar
 
 from . import _debug, _ext
-from ._model import Profile, Sample
-from .output import check_format, check_writable, guess_format, write
+from ._config import SessionConfig, ValidConfig
+from ._model import Sample
+from ._profile import Profile
+from ._stats import SessionStats
+from .output import PathLike, write
 
 __version__ = "0.1.0"
 
-MODES = ("cpu", "wall")
-TIMERS = ("auto", "thread", "itimer")
-DEFAULT_MEMORY_LIMIT_MB = 256
-
-PathLike = Union[str, "os.PathLike[str]"]
 F = TypeVar("F", bound=Callable[..., Any])
 
-
-@dataclass(frozen=True)
-class _Config:
-    interval_ms: float
-    mode: str
-    native: bool
-    memory_limit_mb: float
-    output_path: Optional[Path]
-    output_format: str
-    timer: str
-
-
-_active: Optional[_Config] = None
+_active: Optional[ValidConfig] = None
 _prev_thread_hook: Any = None
 _lock = threading.Lock()
-
-
-def _check_interval(interval_ms: Any) -> float:
-    if isinstance(interval_ms, bool) or not isinstance(interval_ms, (int, float)):
-        raise ValueError(
-            f"interval_ms must be a number of milliseconds between 1 and 1000, got {interval_ms!r}"
-        )
-    if not (1 <= interval_ms <= 1000):
-        raise ValueError(f"interval_ms must be between 1 and 1000 ms, got {interval_ms!r}")
-    return float(interval_ms)
-
-
-def _check_memory(limit: Any) -> float:
-    if limit is None:
-        return float(DEFAULT_MEMORY_LIMIT_MB)
-    if (
-        isinstance(limit, bool)
-        or not isinstance(limit, (int, float))
-        or not 0 < limit < float("inf")
-    ):
-        raise ValueError(f"memory_limit_mb must be a positive number of megabytes, got {limit!r}")
-    return float(limit)
-
-
-def _make_config(
-    interval_ms: Any,
-    mode: Any,
-    native: Any,
-    memory_limit_mb: Any,
-    output_path: Optional[PathLike],
-    output_format: Optional[str],
-    timer: Any,
-) -> _Config:
-    interval = _check_interval(interval_ms)
-    if mode not in MODES:
-        raise ValueError(f"mode must be 'cpu' or 'wall', got {mode!r}")
-    if timer not in TIMERS:
-        raise ValueError(f"timer must be one of {', '.join(TIMERS)}, got {timer!r}")
-    path = check_writable(output_path) if output_path is not None else None
-    fmt = check_format(output_format) if output_format is not None else None
-    if fmt is None:
-        fmt = guess_format(path) if path is not None else "speedscope"
-    return _Config(interval, mode, bool(native), _check_memory(memory_limit_mb), path, fmt, timer)
 
 
 # ---- the profiler's own frames ---------------------------------------------------------------
@@ -107,7 +48,9 @@ def _frame_in(frame: Any, files: frozenset[str]) -> bool:
 
 # spprof's Python code that runs while timers are armed: start/stop, the thread hook, the
 # debug log, the CLI runner (Profile.drop_profiler_samples).
-_OWN_FILES = _package_files("_session.py", "_debug.py", "cli.py", "__main__.py")
+_OWN_FILES = _package_files(
+    "_session.py", "_debug.py", "cli/__init__.py", "cli/record.py", "__main__.py"
+)
 
 
 def _is_profiler_frame(frame: Any) -> bool:
@@ -172,16 +115,23 @@ def start(
     max_overhead_pct: an overhead budget: the profiler measures its own cost and widens the
     interval (never below interval_ms) to stay under it; stats()["effective_interval_ms"].
     """
-    if max_overhead_pct is not None and (
-        isinstance(max_overhead_pct, bool)
-        or not isinstance(max_overhead_pct, (int, float))
-        or not 0 < max_overhead_pct <= 100
-    ):
-        raise ValueError(
-            f"max_overhead_pct must be a percentage in (0, 100], got {max_overhead_pct!r}"
-        )
+    cfg = SessionConfig(
+        interval_ms=interval_ms,
+        mode=mode,
+        native=native,
+        memory_limit_mb=memory_limit_mb,
+        output_path=output_path,
+        output_format=format,
+        timer=timer,
+        interpreter_frames=interpreter_frames,
+        max_overhead_pct=max_overhead_pct,
+    ).validate()
+    start_checked(cfg, progress=progress)
+
+
+def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
+    """start() with arguments SessionConfig.validate() has checked (the CLI checks them first)."""
     global _active
-    cfg = _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
     with _lock:
         if _active is not None or _ext.is_active():
             raise RuntimeError("spprof is already profiling; call spprof.stop() first")
@@ -194,16 +144,14 @@ def start(
                 mode=cfg.mode,
                 progress=bool(progress),
                 native=cfg.native,
-                interpreter_frames=bool(interpreter_frames),
-                max_overhead_pct=float(max_overhead_pct or 0),
+                interpreter_frames=cfg.interpreter_frames,
+                max_overhead_pct=cfg.max_overhead_pct or 0.0,
             )
         except BaseException:
             _remove_thread_hook()
             raise
         _active = cfg
-    _debug.debug(
-        f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {_ext.stats()['timer']}"
-    )
+    _debug.debug(f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {stats().timer}")
 
 
 def stop() -> Profile:
@@ -234,12 +182,12 @@ def is_active() -> bool:
     return _ext.is_active()
 
 
-def stats() -> dict[str, Any]:
+def stats() -> SessionStats:
     """Counters of the running session, or of the last one: samples, drops, timer, threads."""
-    return _ext.stats()
+    return SessionStats.from_native(_ext.stats())
 
 
-def _metadata(cfg: _Config) -> dict[str, Any]:
+def _metadata(cfg: ValidConfig) -> dict[str, Any]:
     return {
         "spprof_version": __version__,
         "python": platform.python_version(),
@@ -271,7 +219,17 @@ class Profiler:
         max_overhead_pct: Optional[float] = None,
     ) -> None:
         # Checked now, so a bad argument fails where the Profiler is made.
-        _make_config(interval_ms, mode, native, memory_limit_mb, output_path, format, timer)
+        SessionConfig(
+            interval_ms=interval_ms,
+            mode=mode,
+            native=native,
+            memory_limit_mb=memory_limit_mb,
+            output_path=output_path,
+            output_format=format,
+            timer=timer,
+            interpreter_frames=interpreter_frames,
+            max_overhead_pct=max_overhead_pct,
+        ).validate()
         self._kwargs: dict[str, Any] = dict(
             interval_ms=interval_ms,
             mode=mode,

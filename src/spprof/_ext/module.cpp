@@ -7,6 +7,7 @@
 #include <Python.h>
 
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 
@@ -16,8 +17,10 @@
 #include "framewalker.h"
 #include "log.h"
 #include "platform/platform.h"
+#include "sample_record.h"
 #include "session.h"
 #include "signal_handler.h"
+#include "stack_store.h"
 #include "unwind/unwinder.h"
 
 namespace spprof {
@@ -389,6 +392,34 @@ PyObject* py_set_debug(PyObject*, PyObject* arg) {
     Py_RETURN_NONE;
 }
 
+// The packed row layout stop() exports as "samples": SAMPLE_ROW_FORMAT is the struct format
+// spprof/_rows.py must equal (tests/test_rows.py checks), held to SampleRow by these asserts.
+constexpr char kSampleRowFormat[] = "<QQII";  // timestamp_ns, weight_ns, stack, thread_and_flags
+static_assert(sizeof(SampleRow) == 24 && alignof(SampleRow) == 8, "SampleRow is exported as packed bytes");
+static_assert(offsetof(SampleRow, timestamp_ns) == 0 && sizeof(SampleRow::timestamp_ns) == 8, "Q at 0");
+static_assert(offsetof(SampleRow, weight_ns) == 8 && sizeof(SampleRow::weight_ns) == 8, "Q at 8");
+static_assert(offsetof(SampleRow, stack) == 16 && sizeof(SampleRow::stack) == 4, "I at 16");
+static_assert(offsetof(SampleRow, thread_and_flags) == 20 && sizeof(SampleRow::thread_and_flags) == 4, "I at 20");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "rows are copied as host bytes and read as '<'");
+static_assert(kSerialBits + 8 == 32, "flags fill the high 8 bits of thread_and_flags");
+
+// Adds SAMPLE_ROW_FORMAT, SAMPLE_SERIAL_BITS and SAMPLE_FLAGS ({name: bit}) to the module.
+bool add_row_layout(PyObject* m) {
+    if (PyModule_AddStringConstant(m, "SAMPLE_ROW_FORMAT", kSampleRowFormat) < 0) return false;
+    if (PyModule_AddIntConstant(m, "SAMPLE_SERIAL_BITS", kSerialBits) < 0) return false;
+    PyObject* flags = PyDict_New();
+    bool ok = flags != nullptr && put(flags, "truncated", PyLong_FromUnsignedLong(kSampleTruncated)) &&
+              put(flags, "on_cpu", PyLong_FromUnsignedLong(kSampleOnCpu)) &&
+              put(flags, "has_gil", PyLong_FromUnsignedLong(kSampleHasGil)) &&
+              put(flags, "idle", PyLong_FromUnsignedLong(kSampleIdle)) &&
+              put(flags, "gil_known", PyLong_FromUnsignedLong(kSampleGilKnown)) &&
+              put(flags, "stack_only", PyLong_FromUnsignedLong(kSampleStackOnly)) &&
+              put(flags, "runnable", PyLong_FromUnsignedLong(kSampleRunnable));
+    if (ok && PyModule_AddObject(m, "SAMPLE_FLAGS", flags) == 0) return true;  // steals on success
+    Py_XDECREF(flags);
+    return false;
+}
+
 PyMethodDef kMethods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_start)), METH_VARARGS | METH_KEYWORDS,
      "start(interval_ns, timer='auto', memory_limit_bytes=0, ring_bytes=262144, drain_interval_ms=50)"},
@@ -435,5 +466,9 @@ PyMODINIT_FUNC PyInit__ext(void) {  // PyMODINIT_FUNC carries extern "C"
     st->session = nullptr;
     st->last_stats = nullptr;
     st->exit_watcher = nullptr;
+    if (!spprof::add_row_layout(m)) {
+        Py_DECREF(m);
+        return nullptr;
+    }
     return m;
 }

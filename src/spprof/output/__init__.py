@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 from . import chrome, collapsed, html, pprof, speedscope, spprof_format
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 # format name -> (renderer, default file suffix)
-FORMATS: dict[str, tuple[Callable[[Profile], bytes], str]] = {
+FORMATS: dict[str, tuple[Callable[[ProfileData], bytes], str]] = {
     "speedscope": (speedscope.render, ".speedscope.json"),
     "collapsed": (collapsed.render, ".collapsed.txt"),
     "spprof": (spprof_format.render, ".spprof"),
@@ -180,7 +180,7 @@ def check_writable(path: PathLike) -> Path:
     return t.path
 
 
-def render(profile: Profile, fmt: str) -> bytes:
+def render(profile: ProfileData, fmt: str) -> bytes:
     return FORMATS[check_format(fmt)][0](profile)
 
 
@@ -207,7 +207,7 @@ def _write_through(real: str, data: bytes) -> None:
         f.write(data)
 
 
-def write(profile: Profile, path: PathLike, fmt: str) -> Path:
+def write(profile: ProfileData, path: PathLike, fmt: str) -> Path:
     """Write `profile` to `path` in `fmt`; return `path` with ~ expanded.
 
     A regular or new file (or one a symlink points at) is replaced atomically: a temporary

@@ -20,7 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 
 Open = tuple[tuple[str, str, int], int, int]  # (function key, frame id, start ns)
@@ -29,7 +29,7 @@ Open = tuple[tuple[str, str, int], int, int]  # (function key, frame id, start n
 class _Track:
     """One thread's events, built from its samples in time order."""
 
-    def __init__(self, profile: Profile, pid: int, tid: int) -> None:
+    def __init__(self, profile: ProfileData, pid: int, tid: int) -> None:
         self.profile = profile
         self.pid = pid
         self.tid = tid
@@ -90,7 +90,7 @@ class _Track:
         return [k[3] for k in self.keyed]
 
 
-def render(profile: Profile) -> bytes:
+def render(profile: ProfileData) -> bytes:
     meta = profile.metadata
     pid = int(meta.get("pid") or 1)
     half_interval = int(profile.interval_ms * 1_000_000) // 2
@@ -105,13 +105,13 @@ def render(profile: Profile) -> bytes:
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}},
     ]
     tracks: dict[int, _Track] = {}
-    for serial in sorted(per_thread, key=lambda s: (threads[s]["registered_ns"], s)):
+    for serial in sorted(per_thread, key=lambda s: (threads[s].registered_ns, s)):
         t = threads[serial]
-        tid = int(t["native_id"])
+        tid = t.native_id
         if tid not in tracks:  # a thread whose Python state was recreated keeps one track
             tracks[tid] = _Track(profile, pid, tid)
             for name, args in (
-                ("thread_name", {"name": t["name"]}),
+                ("thread_name", {"name": t.name}),
                 ("thread_sort_index", {"sort_index": len(tracks) - 1}),
             ):
                 events.append({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args})

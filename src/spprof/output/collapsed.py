@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .._model import Frame, Profile
+    from .._model import Frame, ProfileData
 
 
 NO_PYTHON_FRAME = "<no Python frame>"
@@ -30,7 +30,7 @@ def frame_label(f: Frame) -> str:
     return escape(f"{f.display_name} ({f.filename}:{f.lineno})")
 
 
-def render(profile: Profile) -> bytes:
+def render(profile: ProfileData) -> bytes:
     weights: dict[int, int] = {}
     for (_, stack), (_, w) in profile.stack_weights().items():
         weights[stack] = weights.get(stack, 0) + w

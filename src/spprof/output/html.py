@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 from ._html_template import PAGE
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 
 def _seconds(ns: int) -> str:
     return f"{ns / 1e9:.2f} s"
 
 
-def page_data(profile: Profile) -> dict[str, Any]:
+def page_data(profile: ProfileData) -> dict[str, Any]:
     """The JSON the page reads (also handy for tests of the numbers it shows)."""
     funcs: list[list[Any]] = []
     func_ids: dict[tuple[str, str, int], int] = {}
@@ -55,7 +55,7 @@ def page_data(profile: Profile) -> dict[str, Any]:
             sid = stack_ids[stack] = len(stacks)
             stacks.append([frame(fid) for fid in profile.stacks[stack]])
         t = profile.thread_table[serial]
-        counts[thread_index[(t["ident"], t["native_id"])]].extend((sid, n, weight))
+        counts[thread_index[(t.ident, t.native_id)]].extend((sid, n, weight))
 
     duration = profile.duration_ns or 1
     meta = profile.metadata
@@ -85,7 +85,7 @@ def page_data(profile: Profile) -> dict[str, Any]:
     }
 
 
-def render(profile: Profile) -> bytes:
+def render(profile: ProfileData) -> bytes:
     data = json.dumps(page_data(profile), separators=(",", ":"), ensure_ascii=False)
     # "</" would end the script element early ("</script>" in a function name); "<\/" is
     # the same JSON string. "<!--" would start an HTML comment state inside the script.

@@ -20,7 +20,7 @@ import gzip
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 # profile.proto field numbers
 P_SAMPLE_TYPE, P_SAMPLE, P_MAPPING, P_LOCATION, P_FUNCTION, P_STRING_TABLE = 1, 2, 3, 4, 5, 6
@@ -80,7 +80,7 @@ def _value_type(strings: _Strings, type_: str, unit: str) -> bytes:
     return field_varint(VT_TYPE, strings(type_)) + field_varint(VT_UNIT, strings(unit))
 
 
-def render(profile: Profile) -> bytes:
+def render(profile: ProfileData) -> bytes:
     strings = _Strings()
     time_type = "wall" if profile.mode == "wall" else "cpu"
     out: list[bytes] = [
@@ -140,8 +140,8 @@ def render(profile: Profile) -> bytes:
         label = labels.get(serial)
         if label is None:
             t = threads[serial]
-            name = field_varint(LABEL_KEY, key_name) + field_varint(LABEL_STR, strings(t["name"]))
-            tid = field_varint(LABEL_KEY, key_id) + field_varint(LABEL_NUM, t["native_id"])
+            name = field_varint(LABEL_KEY, key_name) + field_varint(LABEL_STR, strings(t.name))
+            tid = field_varint(LABEL_KEY, key_id) + field_varint(LABEL_NUM, t.native_id)
             label = labels[serial] = field_bytes(S_LABEL, name) + field_bytes(S_LABEL, tid)
         out.append(
             field_bytes(

@@ -11,12 +11,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
 
-def render(profile: Profile) -> bytes:
+def render(profile: ProfileData) -> bytes:
     frames: list[dict[str, Any]] = []
     frame_index: dict[int, int] = {}
 
@@ -46,13 +46,13 @@ def render(profile: Profile) -> bytes:
 
     threads = profile.thread_table
     profiles = []
-    for serial in sorted(per_thread, key=lambda k: (threads[k]["registered_ns"], k)):
+    for serial in sorted(per_thread, key=lambda k: (threads[k].registered_ns, k)):
         samples, weights = per_thread[serial]
         t = threads[serial]
         profiles.append(
             {
                 "type": "sampled",
-                "name": f"{t['name']} (tid {t['native_id']})",
+                "name": f"{t.name} (tid {t.native_id})",
                 "unit": "nanoseconds",
                 "startValue": 0,
                 "endValue": sum(weights),

@@ -24,16 +24,18 @@ from __future__ import annotations
 import gzip
 import json
 import struct
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Union
+
+# The file stores the rows' bytes as planes: a change to the row layout is a new VERSION.
+from .._rows import ROW_SIZE, SERIAL_MASK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
 
 if TYPE_CHECKING:
-    from .._model import Profile
+    from .._model import ProfileData
 
 MAGIC = b"SPPROF\x00"
 VERSION = 1
-ROW_SIZE = 24  # struct "<QQII" in _model: timestamp, weight, stack id, serial | flags << 24
-ROW_PLANES = range(8, ROW_SIZE)  # every row byte except the timestamp's
-SERIAL_MASK = (1 << 24) - 1
+ROW_PLANES = range(WEIGHT[0], ROW_SIZE)  # every row byte except the timestamp's
 U64 = 1 << 64
 
 # TIME section kinds
@@ -57,7 +59,7 @@ def _section(tag: bytes, payload: bytes) -> bytes:
     return _SECTION.pack(tag, len(payload)) + payload
 
 
-def field(rows: bytes, n: int, offset: int, width: int) -> bytes:
+def field(rows: Union[bytes, bytearray], n: int, offset: int, width: int) -> bytes:
     """The `width`-byte field at `offset` of each of `n` rows, as consecutive words.
 
     Built by interleaving the field's byte planes again: C-speed slicing, no Python loop.
@@ -68,17 +70,17 @@ def field(rows: bytes, n: int, offset: int, width: int) -> bytes:
     return bytes(out)
 
 
-def _columns(profile: Profile) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
+def _columns(profile: ProfileData) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
     """(timestamps, weights, thread serials) of every row, in row order."""
     n = profile.sample_count
     rows = profile.rows
-    ts = struct.unpack(f"<{n}Q", field(rows, n, 0, 8))
-    weights = struct.unpack(f"<{n}Q", field(rows, n, 8, 8))
-    tf = struct.unpack(f"<{n}I", field(rows, n, 20, 4))
+    ts = struct.unpack(f"<{n}Q", field(rows, n, *TIMESTAMP))
+    weights = struct.unpack(f"<{n}Q", field(rows, n, *WEIGHT))
+    tf = struct.unpack(f"<{n}I", field(rows, n, *THREAD_AND_FLAGS))
     return ts, weights, [x & SERIAL_MASK for x in tf]
 
 
-def _time_section(profile: Profile) -> bytes:
+def _time_section(profile: ProfileData) -> bytes:
     n = profile.sample_count
     if n == 0:
         return bytes([TIME_RESIDUAL])
@@ -86,13 +88,14 @@ def _time_section(profile: Profile) -> bytes:
     last: dict[int, int] = {}
     get = last.get
     start = profile.start_ns
-    res = []
+    res: list[int] = []
     append = res.append
     for t, w, s in zip(ts, weights, serials):
         predicted = get(s, start) + w
         r = (t - predicted + 500) // 1000
         append(r << 1 if r >= 0 else (-r << 1) - 1)  # zigzag, inlined: this loop is the cost
         last[s] = predicted + r * 1000
+    values: Sequence[int]
     if max(res) < U64 and min(last.values()) >= 0 and max(last.values()) < U64:
         kind, values = TIME_RESIDUAL_US, res
     else:
@@ -101,7 +104,7 @@ def _time_section(profile: Profile) -> bytes:
     return bytes([kind]) + b"".join(planes(words, 8, range(8)))
 
 
-def _meta(profile: Profile) -> dict[str, Any]:
+def _meta(profile: ProfileData) -> dict[str, Any]:
     strings: dict[str, int] = {}
 
     def sid(s: str) -> int:
@@ -143,14 +146,14 @@ def _meta(profile: Profile) -> dict[str, Any]:
         "dropped_count": profile.dropped_count,
         "stats": profile.stats,
         "metadata": profile.metadata,
-        "threads": profile.thread_table,
+        "threads": [t.as_dict() for t in profile.thread_table],
         "strings": list(strings),
         "frames": frames,
         "stacks": stacks,
     }
 
 
-def render(profile: Profile, compresslevel: int = 6) -> bytes:
+def render(profile: ProfileData, compresslevel: int = 6) -> bytes:
     if len(profile.rows) % ROW_SIZE:
         raise ValueError(f"profile rows are not a whole number of {ROW_SIZE}-byte samples")
     # default=str: a metadata value JSON cannot hold is kept as its text, never a failed save.

@@ -1,4 +1,4 @@
-"""The terminal summary printed at the end of `python -m spprof`: fits 80 columns."""
+"""The terminal summary of a profile (`spprof record`, `spprof report`): fits 80 columns."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._model import Profile
+    from .._model import ProfileData
 
 
 # Thread rows in the summary: the busiest; the rest are one line.
@@ -27,7 +27,7 @@ def _seconds(ns: int) -> str:
     return f"{ns / 1e9:.2f}s"
 
 
-def summary(profile: Profile, top: int = 10, output: str = "", fmt: str = "") -> str:
+def summary(profile: ProfileData, top: int = 10, output: str = "", fmt: str = "") -> str:
     lines: list[str] = []
     n = profile.sample_count
     total = profile.total_weight_ns or 1

@@ -1,4 +1,4 @@
-"""`python -m spprof` / `spprof`: run a script, module or code string under the profiler.
+"""`spprof [record]`: run a script, module or code string under the profiler.
 
     spprof [-o FILE] [-f FORMAT] [-i MS] [--mode cpu|wall] [--native] [-q] [--top N]
            [--timer auto|thread|itimer] (script.py [args] | -m module [args] | -c code [args])
@@ -24,14 +24,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Optional
 
-from . import _debug, _ext, _session
-from .output import FORMATS, check_format, check_writable, guess_format, write
-from .report import summary
-from .tools import SUBCOMMANDS
-
-# Subcommand words count only as the very first argument: `spprof ./report` or
-# `spprof -- report` runs a script named report (docs/usage.md).
-SUBCOMMAND_DISPATCH: dict[str, Any] = {}  # filled below, once record() exists
+from .. import _debug, _ext, _session
+from .._config import SessionConfig
+from ..output import FORMATS, check_format, check_writable, guess_format, write
+from ..output.report import summary
+from .errors import EXIT_USAGE, CliError, error_exit
 
 USAGE = (
     "spprof [-o FILE] [-f FORMAT] [-i MS] [--mode {cpu,wall}] [--idle] [--gil] [--native] [-q]\n"
@@ -41,11 +38,6 @@ USAGE = (
     "       spprof report IN [--top N]\n"
     "FORMAT: spprof, speedscope, collapsed, pprof, chrome, html"
 )
-EXIT_USAGE = 2
-
-
-class CliError(Exception):
-    """A problem with the command line or its target: printed as one line, exit code 2."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -188,7 +180,7 @@ def _prepare(kind: str, target: str, args: list[str]) -> Any:
 # The frames that run the program: the package's CLI, runpy, and (added at each run) the
 # console-script wrapper pip generates (`bin/spprof`). Profiles and tracebacks drop them from
 # the root side, so both look as if `python` had run the program itself.
-_RUNNER_FILES = _session._package_files("cli.py", "__main__.py") | {
+_RUNNER_FILES = _session._package_files("cli/__init__.py", "cli/record.py", "__main__.py") | {
     os.path.abspath(runpy.__file__),
     "<frozen runpy>",
 }
@@ -218,7 +210,7 @@ def _is_runner_file(filename: str, files: frozenset[str]) -> bool:
 def _program_traceback(
     tb: Optional[TracebackType], files: frozenset[str]
 ) -> Optional[TracebackType]:
-    """`tb` without the runner's entries at its root (the launcher, cli.py, runpy)."""
+    """`tb` without the runner's entries at its root (the launcher, spprof.cli, runpy)."""
     while (
         tb is not None
         and tb.tb_next is not None
@@ -301,13 +293,6 @@ class _Recording:
         return True
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in SUBCOMMAND_DISPATCH:
-        return SUBCOMMAND_DISPATCH[argv[0]](argv[1:])
-    return record(argv)
-
-
 def record(argv: list[str]) -> int:
     """`spprof [record] [options] target [args]`: run the target under the profiler."""
     try:
@@ -328,20 +313,21 @@ def record(argv: list[str]) -> int:
         )
         out = Path(opts.output) if opts.output else _default_output(kind, target, fmt)
         check_writable(out)
-        # Validate every option before the program runs (start() would, too late for -m).
-        _session._make_config(interval, opts.mode, opts.native, None, None, fmt, opts.timer)
-        if opts.max_overhead is not None and not 0 < opts.max_overhead <= 100:
-            raise CliError(
-                f"--max-overhead must be a percentage in (0, 100], got {opts.max_overhead}"
-            )
+        # Every session option is checked before the program runs (too late at start() for
+        # -m); the output path above is the CLI's own (it writes the profile itself).
+        cfg = SessionConfig(
+            interval_ms=interval,
+            mode=opts.mode,
+            native=opts.native,
+            output_format=fmt,
+            timer=opts.timer,
+            interpreter_frames=opts.interpreter_frames,
+            max_overhead_pct=opts.max_overhead,
+        ).validate(names={"max_overhead_pct": "--max-overhead"})
         launcher = _launcher_files()
         run = _prepare(kind, target, args)
-    except CliError as exc:
-        print(f"spprof: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (ValueError, NotImplementedError, OSError) as exc:
-        print(f"spprof: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except (CliError, ValueError, NotImplementedError, OSError) as exc:
+        return error_exit(exc)
 
     recording = _Recording(opts, out, fmt, _RUNNER_FILES | launcher)
     try:
@@ -353,15 +339,7 @@ def record(argv: list[str]) -> int:
     exit_code = 0
     uncaught: Optional[BaseException] = None
     try:
-        _session.start(
-            interval_ms=interval,
-            mode=opts.mode,
-            native=opts.native,
-            timer=opts.timer,
-            progress=not opts.quiet and sys.stderr.isatty(),
-            interpreter_frames=opts.interpreter_frames,
-            max_overhead_pct=opts.max_overhead,
-        )
+        _session.start_checked(cfg, progress=not opts.quiet and sys.stderr.isatty())
         try:
             run()
         except SystemExit as exc:
@@ -384,11 +362,3 @@ def record(argv: list[str]) -> int:
         _hand_back_to_python(_RUNNER_FILES | launcher)
         raise uncaught
     return exit_code if written else (exit_code or 1)
-
-
-SUBCOMMAND_DISPATCH.update(SUBCOMMANDS)
-SUBCOMMAND_DISPATCH["record"] = record
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,49 @@
+# _ext.pyi: what the C++ extension spprof._ext exports (module.cpp's method table and constants).
+from typing import Any, Callable, TypedDict
+
+# The packed sample row stop() exports (spprof/_rows.py must agree; tests/test_rows.py).
+SAMPLE_ROW_FORMAT: str
+SAMPLE_SERIAL_BITS: int
+SAMPLE_FLAGS: dict[str, int]
+
+class RawThread(TypedDict):
+    serial: int
+    ident: int
+    native_id: int
+    name: str
+    cpu_ns: int
+    registered_ns: int
+    ended_ns: int
+
+class RawProfile(TypedDict):
+    # (name, qualname, filename, line, first line, is native) per frame id
+    frames: list[tuple[str, str, str, int, int, bool]]
+    stacks: list[tuple[int, ...]]  # frame ids, root first, per stack id
+    samples: bytes  # packed rows, SAMPLE_ROW_FORMAT each
+    threads: list[RawThread]
+    stats: dict[str, Any]
+    start_ns: int
+    end_ns: int
+    interval_ns: int
+
+def start(
+    interval_ns: int,
+    timer: str = "auto",
+    memory_limit_bytes: int = 0,
+    ring_bytes: int = 262144,
+    drain_interval_ms: int = 50,
+    mode: str = "cpu",
+    progress: bool = False,
+    native: bool = False,
+    interpreter_frames: bool = False,
+    max_overhead_pct: float = 0.0,
+) -> None: ...
+def stop() -> RawProfile: ...
+def is_active() -> bool: ...
+def stats() -> dict[str, Any]: ...
+def register_current_thread() -> None: ...
+def drain() -> None: ...
+def after_fork_child() -> None: ...
+def set_debug(on: object, /) -> None: ...
+def _watch_exit_signals(callback: Callable[[int], object], /) -> None: ...
+def _unwatch_exit_signals() -> None: ...

@@ -1,0 +1,131 @@
+"""Typed session counters: SessionStats, built in one place from the extension's stats dict.
+
+spprof.stats() returns a SessionStats. Its fields are the counters docs/usage.md lists; a
+counter the running engine or platform does not have is None. It is also a read-only
+mapping of the counters present (stats()["timer"], .get, `in`, dict(stats)), as stats() was
+a dict before, and as_dict() gives exactly what the extension reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class SessionStats(Mapping[str, Any]):
+    """Counters of the running session, or of the last one (docs/usage.md, stats())."""
+
+    timer: str
+    samples_captured: int
+    samples_dropped: int
+    dropped_ring_full: int
+    dropped_busy: int
+    dropped_memory_limit: int
+    walk_errors: int
+    walk_faults: int
+    native_faults: int
+    samples_in_subinterpreters: int
+    samples_unguarded: int
+    fault_guard_retaken: int
+    truncated_stacks: int
+    frame_layout: str
+    # Present only for some sessions, engines or platforms (docs/usage.md, stats()).
+    signals: Optional[int] = None
+    foreign_signals: Optional[int] = None
+    timer_overruns: Optional[int] = None
+    timers_active: Optional[int] = None
+    timer_failures: Optional[int] = None
+    signals_on_unsampled_threads: Optional[int] = None
+    threads_sampled: Optional[int] = None
+    threads_skipped: Optional[int] = None
+    total_suspend_ns: Optional[int] = None
+    max_suspend_ns: Optional[int] = None
+    mach_walk_errors: Optional[int] = None
+    threads_seen: Optional[int] = None
+    threads_ended: Optional[int] = None
+    sampling_signal: Optional[str] = None
+    threads_unsampled: Optional[int] = None
+    threads_unsampled_cpu_ns: Optional[int] = None
+    threads_refused: Optional[int] = None
+    threads_alive_max: Optional[int] = None
+    threads_alive_limit: Optional[int] = None
+    thread_memory_bytes: Optional[int] = None
+    handler_retaken: Optional[int] = None
+    off_cpu_skipped: Optional[int] = None
+    threads_found_by_scan: Optional[int] = None
+    timer_attach_failures: Optional[int] = None
+    drains: Optional[int] = None
+    records_drained: Optional[int] = None
+    records_unknown_thread: Optional[int] = None
+    unknown_frames: Optional[int] = None
+    distinct_stacks: Optional[int] = None
+    distinct_frames: Optional[int] = None
+    code_objects: Optional[int] = None
+    code_objects_kept: Optional[int] = None
+    samples_stored: Optional[int] = None
+    memory_bytes: Optional[int] = None
+    memory_limit_bytes: Optional[int] = None
+    mode: Optional[str] = None
+    capture_ns: Optional[int] = None
+    drain_ns: Optional[int] = None
+    effective_interval_ms: Optional[float] = None
+    max_overhead_pct: Optional[float] = None
+    overhead_pct: Optional[float] = None
+    interval_changes: Optional[int] = None
+    signal_cost_ns: Optional[int] = None
+    native_unwinds: Optional[int] = None
+    native_fp_steps: Optional[int] = None
+    eval_ranges: Optional[int] = None
+    modules_without_cfi: Optional[int] = None
+    native_stop_reasons: Optional[dict[str, int]] = None
+    wall_ticks: Optional[int] = None
+    wall_missed_ticks: Optional[int] = None
+    wall_signals_sent: Optional[int] = None
+    wall_idle_records: Optional[int] = None
+    wall_idle_dropped: Optional[int] = None
+    wall_state_probes: Optional[int] = None
+    wall_walks: Optional[int] = None
+    wall_walks_lost: Optional[int] = None
+    # Counters this version of the Python side has no field for (a newer extension's).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_native(cls, raw: Mapping[str, Any]) -> SessionStats:
+        """The one place the extension's stats dict becomes typed."""
+        names = _FIELD_NAMES
+        known = {k: v for k, v in raw.items() if k in names}
+        if "native_stop_reasons" in known:
+            known["native_stop_reasons"] = dict(known["native_stop_reasons"])
+        extra = {k: v for k, v in raw.items() if k not in names}
+        return cls(**known, extra=extra)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters present, by name, as the extension reported them."""
+        out = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name != "extra" and getattr(self, f.name) is not None
+        }
+        out.update(self.extra)
+        return out
+
+    def __getitem__(self, key: str) -> Any:
+        if key in _FIELD_NAMES:
+            value = getattr(self, key)
+            if value is not None:
+                return value
+        elif key in self.extra:
+            return self.extra[key]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def __len__(self) -> int:
+        return len(self.as_dict())
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(SessionStats)) - {"extra"}

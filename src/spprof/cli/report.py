@@ -1,0 +1,30 @@
+"""`spprof report IN.spprof [--top N]`: print the terminal summary of a saved profile."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+from .._load import load
+from ..output.report import summary
+from .errors import CliError, Parser, guarded
+
+
+def _parser() -> Parser:
+    p = Parser(prog="spprof report", description="Print the summary of a saved .spprof profile.")
+    p.add_argument("input", help="a profile saved with format 'spprof' (*.spprof)")
+    p.add_argument("--top", type=int, default=10, help="functions per table (default 10)")
+    return p
+
+
+def _report(argv: list[str]) -> int:
+    opts = _parser().parse_args(argv)
+    if opts.top < 1:
+        raise CliError(f"report: --top must be at least 1, got {opts.top}")
+    profile = load(opts.input)
+    print(summary(profile, top=opts.top))
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    return guarded(_report, list(sys.argv[2:] if argv is None else argv))
