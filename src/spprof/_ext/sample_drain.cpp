@@ -19,7 +19,7 @@ SampleDrain::SampleDrain(const SessionConfig& config, SessionThreads& threads, R
       keepalive_(keepalive),
       counters_(counters),
       namer_(resolver),
-      builder_(StackBuilderConfig{Resolver::kTruncatedFrame, Resolver::kNoPythonFrame, config.interpreter_frames})) {}
+      builder_(StackBuilderConfig{Resolver::kTruncatedFrame, Resolver::kNoPythonFrame, config.interpreter_frames}) {}
 
 void SampleDrain::slot_taken(uint32_t slot) {
     if (last_stack_.size() <= slot) last_stack_.resize(slot + 1, kNoStack);
