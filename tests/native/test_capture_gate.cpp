@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "capture_gate.h"
+#include "capture/capture_gate.h"
 #include "harness.h"
 
 using namespace spprof;

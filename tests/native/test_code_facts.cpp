@@ -3,7 +3,7 @@
 // (a new generation) nothing filled before matches any more.
 #include <cstdint>
 
-#include "code_facts.h"
+#include "capture/code_facts.h"
 #include "harness.h"
 
 using spprof::CodeFacts;

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "harness.h"
-#include "overhead_budget.h"
+#include "session/overhead_budget.h"
 
 using spprof::OverheadBudget;
 using spprof::OverheadReading;

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "harness.h"
-#include "reader.h"
+#include "capture/reader.h"
 
 using namespace spprof;
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "harness.h"
-#include "record_writer.h"
-#include "thread_ctx.h"
+#include "capture/record_writer.h"
+#include "capture/thread_ctx.h"
 
 using namespace spprof;
 

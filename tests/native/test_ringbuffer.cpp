@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "harness.h"
-#include "ringbuffer.h"
+#include "capture/ringbuffer.h"
 
 using spprof::RingBuffer;
 

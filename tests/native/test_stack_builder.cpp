@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "stack_builder.h"
+#include "session/stack_builder.h"
 
 using spprof::EvalRanges;
 using spprof::FrameNamer;

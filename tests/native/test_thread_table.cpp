@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "harness.h"
-#include "thread_table.h"
+#include "capture/thread_table.h"
 
 using spprof::ThreadCtx;
 using spprof::ThreadTable;

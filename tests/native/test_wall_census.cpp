@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "harness.h"
-#include "wall_census.h"
+#include "wall/wall_census.h"
 
 using spprof::census_step;
 using spprof::CensusAction;

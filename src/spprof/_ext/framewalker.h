@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "code_facts.h"
-#include "reader.h"
-#include "sample_record.h"
+#include "capture/code_facts.h"
+#include "capture/reader.h"
+#include "capture/sample_record.h"
 
 namespace spprof {
 
@@ -45,15 +45,15 @@ struct FrameView {
 #if defined(Py_GIL_DISABLED)
 #error "spprof does not support free-threaded CPython builds yet"
 #elif PY_VERSION_HEX >= 0x030E0000
-#include "pyframes/py314.h"
+#include "capture/pyframes/py314.h"
 #elif PY_VERSION_HEX >= 0x030D0000
-#include "pyframes/py313.h"
+#include "capture/pyframes/py313.h"
 #elif PY_VERSION_HEX >= 0x030C0000
-#include "pyframes/py312.h"
+#include "capture/pyframes/py312.h"
 #elif PY_VERSION_HEX >= 0x030B0000
-#include "pyframes/py311.h"
+#include "capture/pyframes/py311.h"
 #elif PY_VERSION_HEX >= 0x03090000
-#include "pyframes/py39.h"
+#include "capture/pyframes/py39.h"
 #else
 #error "unsupported CPython version: spprof needs 3.9 or newer"
 #endif

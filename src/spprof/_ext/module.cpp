@@ -11,16 +11,16 @@
 #include <cstring>
 #include <memory>
 
-#include "code_keepalive.h"
+#include "session/code_keepalive.h"
 #include "error.h"
 #include "exit_signals.h"
 #include "framewalker.h"
 #include "log.h"
 #include "platform/platform.h"
-#include "sample_record.h"
-#include "session.h"
+#include "capture/sample_record.h"
+#include "session/session.h"
 #include "signal_handler.h"
-#include "stack_store.h"
+#include "session/stack_store.h"
 #include "unwind/unwinder.h"
 
 namespace spprof {

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sample_record.h"
+#include "capture/sample_record.h"
 #include "unwind/symbolizer.h"
 
 namespace spprof {

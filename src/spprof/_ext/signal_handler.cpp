@@ -9,12 +9,12 @@
 #include <atomic>
 #include <cstring>
 
-#include "capture_gate.h"
+#include "capture/capture_gate.h"
 #include "framewalker.h"
 #include "platform/platform.h"
-#include "record_writer.h"
-#include "sample_record.h"
-#include "thread_table.h"
+#include "capture/record_writer.h"
+#include "capture/sample_record.h"
+#include "capture/thread_table.h"
 #include "unwind/ucontext_regs.h"
 #include "unwind/unwind_tables.h"
 #include "unwind/unwinder.h"

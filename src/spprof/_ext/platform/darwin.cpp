@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../thread_ctx.h"
+#include "../capture/thread_ctx.h"
 #include "darwin_mach.h"
 #include "platform.h"
 

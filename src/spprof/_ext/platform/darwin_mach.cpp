@@ -29,16 +29,16 @@
 #include <new>
 #include <vector>
 
-#include "../record_writer.h"
-#include "../sample_record.h"
+#include "../capture/record_writer.h"
+#include "../capture/sample_record.h"
 #include "../signal_handler.h"
 #include "../suspend/cached_reader.h"
 #include "../suspend/deadline_loop.h"
 #include "../suspend/suspend_cycle.h"
 #include "../suspend/thread_registry.h"
 #include "../suspend/time_convert.h"
-#include "../thread_ctx.h"
-#include "../thread_table.h"
+#include "../capture/thread_ctx.h"
+#include "../capture/thread_table.h"
 #include "../unwind/fp_walk.h"
 
 #if !defined(__x86_64__) && !defined(__arm64__) && !defined(__aarch64__)

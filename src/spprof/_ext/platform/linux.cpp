@@ -34,7 +34,7 @@
 
 #include "../log.h"
 #include "../signal_handler.h"
-#include "../thread_ctx.h"
+#include "../capture/thread_ctx.h"
 #include "platform.h"
 
 namespace spprof {

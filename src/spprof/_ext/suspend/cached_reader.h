@@ -20,7 +20,7 @@
 #include <cstring>
 #include <memory>
 
-#include "reader.h"
+#include "capture/reader.h"
 
 namespace spprof {
 

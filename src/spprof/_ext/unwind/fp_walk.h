@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "reader.h"
+#include "capture/reader.h"
 #include "unwind/native_stack.h"
 
 namespace spprof {

@@ -5,8 +5,8 @@
 // _co_firsttraceable has not started yet (incomplete) unless a generator owns it.
 #pragma once
 
-#include "code_facts.h"
-#include "reader.h"
+#include "../code_facts.h"
+#include "../reader.h"
 
 namespace spprof {
 

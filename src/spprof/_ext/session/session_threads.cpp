@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <thread>
 
-#include "framewalker.h"
-#include "log.h"
-#include "platform/platform.h"
-#include "pyframes/thread_state.h"
-#include "record_writer.h"
-#include "sample_record.h"
-#include "signal_handler.h"
+#include "../framewalker.h"
+#include "../log.h"
+#include "../platform/platform.h"
+#include "../capture/pyframes/thread_state.h"
+#include "../capture/record_writer.h"
+#include "../capture/sample_record.h"
+#include "../signal_handler.h"
 #include "stack_store.h"
 #include "thread_names.h"
 

@@ -1,7 +1,7 @@
 // thread_names.cpp: thread names from threading._active and the OS (see thread_names.h).
 #include "thread_names.h"
 
-#include "platform/platform.h"
+#include "../platform/platform.h"
 
 namespace spprof {
 

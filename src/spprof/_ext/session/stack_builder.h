@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "sample_record.h"
-#include "unwind/eval_ranges.h"
+#include "../capture/sample_record.h"
+#include "../unwind/eval_ranges.h"
 
 namespace spprof {
 

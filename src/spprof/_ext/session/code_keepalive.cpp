@@ -3,7 +3,7 @@
 
 #include <new>
 
-#include "code_facts.h"
+#include "../capture/code_facts.h"
 
 namespace spprof {
 

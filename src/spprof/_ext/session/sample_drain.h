@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "code_keepalive.h"
-#include "resolver.h"
-#include "ringbuffer.h"
+#include "../resolver.h"
+#include "../capture/ringbuffer.h"
 #include "session_config.h"
 #include "session_threads.h"
 #include "stack_builder.h"

@@ -21,9 +21,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ringbuffer.h"
+#include "../capture/ringbuffer.h"
 #include "session_config.h"
-#include "thread_table.h"
+#include "../capture/thread_table.h"
 
 namespace spprof {
 

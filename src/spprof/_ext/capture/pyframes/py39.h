@@ -7,7 +7,7 @@
 
 #include <frameobject.h>  // PyFrameObject is public here, but not included by Python.h
 
-#include "reader.h"
+#include "../reader.h"
 
 namespace spprof {
 

@@ -25,8 +25,8 @@
 #include <memory>
 #include <vector>
 
-#include "error.h"
-#include "record_writer.h"  // write_foreign_record, for the session
+#include "../error.h"
+#include "../capture/record_writer.h"  // write_foreign_record, for the session
 #include "wall_census.h"
 
 namespace spprof {

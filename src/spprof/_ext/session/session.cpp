@@ -3,9 +3,9 @@
 
 #include <cstring>
 
-#include "log.h"
-#include "signal_handler.h"
-#include "unwind/eval_ranges.h"
+#include "../log.h"
+#include "../signal_handler.h"
+#include "../unwind/eval_ranges.h"
 
 namespace spprof {
 

@@ -1,7 +1,7 @@
 // sample_drain.cpp: rings -> stacks and sample rows (see sample_drain.h).
 #include "sample_drain.h"
 
-#include "sample_record.h"
+#include "../capture/sample_record.h"
 
 namespace spprof {
 

@@ -3,15 +3,15 @@
 
 #include <cstring>
 
-#include "framewalker.h"
-#include "log.h"
-#include "platform/platform.h"
-#include "record_writer.h"
-#include "sample_record.h"
-#include "signal_handler.h"
-#include "suspend/cached_reader.h"
-#include "suspend/deadline_loop.h"
-#include "thread_table.h"
+#include "../framewalker.h"
+#include "../log.h"
+#include "../platform/platform.h"
+#include "../capture/record_writer.h"
+#include "../capture/sample_record.h"
+#include "../signal_handler.h"
+#include "../suspend/cached_reader.h"
+#include "../suspend/deadline_loop.h"
+#include "../capture/thread_table.h"
 #include "wall_census.h"
 
 namespace spprof {

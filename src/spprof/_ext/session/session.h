@@ -30,18 +30,18 @@
 
 #include "code_keepalive.h"
 #include "drain_thread.h"
-#include "error.h"
+#include "../error.h"
 #include "overhead_budget.h"
-#include "platform/platform.h"
+#include "../platform/platform.h"
 #include "progress_line.h"
-#include "resolver.h"
+#include "../resolver.h"
 #include "sample_drain.h"
 #include "session_config.h"
 #include "session_threads.h"
 #include "stack_store.h"
-#include "thread_table.h"
-#include "unwind/unwind_tables.h"
-#include "wall_sampler.h"
+#include "../capture/thread_table.h"
+#include "../unwind/unwind_tables.h"
+#include "../wall/wall_sampler.h"
 
 namespace spprof {
 

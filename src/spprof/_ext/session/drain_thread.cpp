@@ -3,9 +3,9 @@
 
 #include <chrono>
 
-#include "log.h"
-#include "platform/platform.h"
-#include "signal_handler.h"
+#include "../log.h"
+#include "../platform/platform.h"
+#include "../signal_handler.h"
 
 namespace spprof {
 
