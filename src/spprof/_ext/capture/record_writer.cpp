@@ -9,40 +9,15 @@
 namespace spprof {
 namespace {
 
-// The largest record: the space open() reserves.
-constexpr size_t kMaxRecordBytes = sizeof(RawSampleHeader) + kMaxPythonFrames * sizeof(RawFrame) +
-                                   kMaxNativeFrames * sizeof(uint64_t);
-
 // Set by a writer that left its ring over a quarter full; taken by the drain thread.
 std::atomic<bool> g_drain_wanted{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "set from signal handlers");
 
 inline uint32_t clamp(uint32_t v, uint32_t cap) { return v <= cap ? v : cap; }
 
-void after_commit(const RingBuffer& ring) {
-    if (ring.used() > ring.capacity() / 4) g_drain_wanted.store(true, std::memory_order_relaxed);
-}
-
 }  // namespace
 
-bool RecordWriter::open() {
-    space_ = ring_ != nullptr ? ring_->reserve(kMaxRecordBytes) : nullptr;
-    frames_ = space_ != nullptr ? reinterpret_cast<RawFrame*>(static_cast<RawSampleHeader*>(space_) + 1) : nullptr;
-    return space_ != nullptr;
-}
-
-bool RecordWriter::commit(const RawSampleHeader& header) {
-    if (space_ == nullptr) return false;
-    RawSampleHeader h = header;
-    h.depth = static_cast<uint16_t>(clamp(h.depth, kMaxPythonFrames));
-    h.native_depth = static_cast<uint16_t>(clamp(h.native_depth, kMaxNativeFrames));
-    std::memcpy(space_, &h, sizeof h);
-    ring_->commit(sample_record_bytes(h.depth, h.native_depth));
-    space_ = nullptr;
-    frames_ = nullptr;
-    after_commit(*ring_);
-    return true;
-}
+void record_request_drain() { g_drain_wanted.store(true, std::memory_order_relaxed); }
 
 bool write_record(RingBuffer& ring, const RawSampleHeader& header, const RawFrame* frames,
                   const uint64_t* native_pcs) {
@@ -62,7 +37,7 @@ bool write_record(RingBuffer& ring, const RawSampleHeader& header, const RawFram
     }
     if (native != 0) std::memcpy(p + off, native_pcs, native * sizeof(uint64_t));
     ring.commit(sample_record_bytes(depth, native));
-    after_commit(ring);
+    if (record_ring_over_quarter(ring)) record_request_drain();
     return true;
 }
 

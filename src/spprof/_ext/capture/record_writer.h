@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "ringbuffer.h"
 #include "sample_record.h"
@@ -28,6 +29,14 @@ inline size_t sample_record_bytes(uint32_t depth, uint32_t native_depth) {
     return sizeof(RawSampleHeader) + depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t);
 }
 
+// The largest record: the space RecordWriter::open() reserves.
+constexpr size_t kMaxRecordBytes = sizeof(RawSampleHeader) + kMaxPythonFrames * sizeof(RawFrame) +
+                                   kMaxNativeFrames * sizeof(uint64_t);
+
+// A writer that left its ring over a quarter full asks the drain to run now.
+inline bool record_ring_over_quarter(const RingBuffer& ring) { return ring.used() > ring.capacity() / 4; }
+void record_request_drain();
+
 // A record built in place: open() reserves room for the largest record, the caller writes
 // frames (and native pcs right after the frames it keeps) into frames(), then commit() writes
 // the header and publishes header.depth frames and header.native_depth pcs. The ring's single
@@ -38,13 +47,29 @@ public:
     RecordWriter(const RecordWriter&) = delete;
     RecordWriter& operator=(const RecordWriter&) = delete;
 
-    // False when the ring is full or missing (nothing reserved).
-    bool open();
+    // False when the ring is full or missing (nothing reserved). Inline, like commit(): the
+    // signal handler calls both once per capture.
+    bool open() {
+        space_ = ring_ != nullptr ? ring_->reserve(kMaxRecordBytes) : nullptr;
+        frames_ = space_ != nullptr ? reinterpret_cast<RawFrame*>(static_cast<RawSampleHeader*>(space_) + 1) : nullptr;
+        return space_ != nullptr;
+    }
     // Room for kMaxPythonFrames frames followed by kMaxNativeFrames pcs. After open() only.
     RawFrame* frames() const { return frames_; }
     // Publishes the record; returns false (and publishes nothing) when not open. The
     // header's depths are clamped to the record caps.
-    bool commit(const RawSampleHeader& header);
+    bool commit(const RawSampleHeader& header) {
+        if (space_ == nullptr) return false;
+        RawSampleHeader h = header;
+        if (h.depth > kMaxPythonFrames) h.depth = static_cast<uint16_t>(kMaxPythonFrames);
+        if (h.native_depth > kMaxNativeFrames) h.native_depth = static_cast<uint16_t>(kMaxNativeFrames);
+        std::memcpy(space_, &h, sizeof h);
+        ring_->commit(sample_record_bytes(h.depth, h.native_depth));
+        space_ = nullptr;
+        frames_ = nullptr;
+        if (record_ring_over_quarter(*ring_)) record_request_drain();
+        return true;
+    }
     // Gives the reserved space back unwritten (nothing is published).
     void abandon() { space_ = nullptr, frames_ = nullptr; }
 
