@@ -118,6 +118,17 @@ def test_code_mode(tmp_path):
     assert any(line.startswith("<module> (<string>:5);from_c (<string>:") for line in lines)
 
 
+def test_every_value_option_takes_its_value_as_a_separate_word(tmp_path):
+    # `--max-overhead 50` (a space, not `=`) was read as the program to run: the CLI split its
+    # own options from the program's with a hand list that had missed it.
+    out = tmp_path / "o.collapsed.txt"
+    code = "import sys\nprint(sys.argv)\n"
+    args = ("--max-overhead", "50", "--top", "3", "-o", str(out), "-c", code, "x")
+    r = run_python("-m", "spprof", *args)
+    assert r.returncode == 0, r.stderr
+    assert "['-c', 'x']" in r.stdout
+
+
 def test_exit_code_passes_through(tmp_path):
     r = run_python(
         "-m", "spprof", "-q", "-o", str(tmp_path / "e.json"), TARGET, env={"ACTION": "exit3"}
@@ -349,3 +360,35 @@ def test_progress_line_on_a_terminal_only(tmp_path):
         ["-m", "spprof", "-q", "-o", str(tmp_path / "r.json"), TARGET], env={"BURN": "1.5"}
     )
     assert quiet_rc == 0 and "recording" not in quiet_out
+
+
+def test_samples_of_the_runner_alone_are_dropped_not_shown_as_roots():
+    # A sample taken while runpy sets up or cleans up (`_TempModule.__exit__` after the program
+    # returned) has no frame of the program: the console-script test saw it as a second root.
+    from spprof import Frame
+    from test_formats_common import pack_rows, small_profile
+
+    p = small_profile()
+    runpy_file = "/usr/lib/python3.12/runpy.py"
+    base = len(p.frame_table)
+    p.frame_table = [
+        *p.frame_table,
+        Frame("_run_module_code", runpy_file, 88, qualname="_run_module_code"),
+        Frame("__exit__", runpy_file, 60, qualname="_TempModule.__exit__"),
+    ]
+    only_runner = len(p.stacks)
+    p.stacks = [*p.stacks, (base, base + 1), (base, 0, 1, 2)]
+    before = len(p.samples)
+    p.rows += pack_rows([(2_000_000_000, 1, only_runner, 0, 0)] * 3)
+    p.rows += pack_rows([(2_000_000_001, 1, only_runner + 1, 0, 0)] * 2)
+    p._samples = None
+
+    def is_runner(frame: Frame) -> bool:
+        return frame.filename == runpy_file
+
+    assert p.drop_runner_samples(is_runner) == 3
+    p.drop_root_frames(is_runner)
+    names = [[f.function_name for f in s.frames] for s in p.samples]
+    assert len(names) == before + 2
+    assert names[-1] == ["<module>", "main", "hot"]  # runpy above the program: hidden
+    assert all(stack[0] != "__exit__" for stack in names)

@@ -390,6 +390,24 @@ class ProfileData:
                 verdict[running] = is_profiler(table[running])
             if verdict[running]:
                 own.add(stack_id)
+        return self._drop_stacks(own)
+
+    def drop_runner_samples(self, is_runner: Callable[[Frame], bool]) -> int:
+        """Drop the samples whose every Python frame is the runner's; return how many.
+
+        The CLI runs the program through runpy: a sample taken before the program's `<module>`
+        starts or after it returns (runpy cleaning up) has no frame of the program at all.
+        """
+        table = self.frame_table
+        own = {
+            stack_id
+            for stack_id, ids in enumerate(self.stacks)
+            if any(not table[i].is_native for i in ids)
+            and all(is_runner(table[i]) for i in ids if not table[i].is_native)
+        }
+        return self._drop_stacks(own)
+
+    def _drop_stacks(self, own: set[int]) -> int:
         if not own:
             return 0
         drop = [i for i, stack_id in enumerate(self._row_words(STACK_WORD)) if stack_id in own]

@@ -36,9 +36,9 @@ std::string utf8_of(PyObject* s) {
 // 2^40 references is more than any live object has (3.12+ immortal objects use 2^32 - 1).
 constexpr Py_ssize_t kMaxPlausibleRefcnt = static_cast<Py_ssize_t>(1) << 40;
 
-// Reads memory that may have been freed: platform_safe_read fails instead of faulting.
+// Reads memory that may have been freed: platform_read_no_fault fails instead of faulting.
 struct SafeReader {
-    bool read(uintptr_t addr, void* out, size_t n) const { return platform_safe_read(addr, out, n); }
+    bool read(uintptr_t addr, void* out, size_t n) const { return platform_read_no_fault(addr, out, n); }
 };
 
 // The capture path's code-object reader (read_code_facts) through reads that cannot fault,
@@ -48,7 +48,7 @@ bool looks_like_live_code(uintptr_t p, uint32_t fingerprint) {
     CodeFacts facts;
     if (!read_code_facts(SafeReader{}, p, &facts) || facts.fingerprint != fingerprint) return false;
     Py_ssize_t refcnt = 0;
-    if (!platform_safe_read(p, &refcnt, sizeof refcnt)) return false;
+    if (!platform_read_no_fault(p, &refcnt, sizeof refcnt)) return false;
     return refcnt >= 1 && refcnt <= kMaxPlausibleRefcnt;
 }
 

@@ -4,7 +4,7 @@
 // Threads: the drain only, GIL held. A code object a sample names cannot have been freed yet
 // (CodeKeepAlive holds dying ones until the drain has passed), but a pointer from a torn read
 // may be anything: a code pointer seen for the first time is still validated before it is
-// touched as an object. A read that cannot fault (platform_safe_read) must show a code-object
+// touched as an object. A read that cannot fault (platform_read_no_fault) must show a code-object
 // type, a plausible reference count and the fingerprint taken at capture. Only then is a
 // reference taken, for the rest of the session. A frame that cannot be proven valid becomes
 // the counted <unknown> frame, never a wrong name.

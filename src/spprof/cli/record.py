@@ -71,17 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-_VALUE_OPTIONS = {
-    "-o",
-    "--output",
-    "-f",
-    "--format",
-    "-i",
-    "--interval",
-    "--mode",
-    "--timer",
-    "--top",
-}
+# Options that take a value, from the parser itself (a hand list missed --max-overhead).
+_VALUE_OPTIONS = frozenset(
+    flag for action in _parser()._actions if action.nargs != 0 for flag in action.option_strings
+)
 
 
 def _split(argv: list[str]) -> tuple[list[str], str, Optional[str], list[str]]:
@@ -272,6 +265,9 @@ class _Recording:
         if profile is None:
             return True
         files = self._runner_files
+        # Time in the runner before or after the program (runpy setting up, cleaning up) is not
+        # the program's; above the program's frames the runner's are hidden.
+        profile.drop_runner_samples(lambda frame: _is_runner_file(frame.filename, files))
         profile.drop_root_frames(lambda frame: _is_runner_file(frame.filename, files))
         if (opts.mode == "wall" and not opts.idle) or opts.gil:
             # py-spy's convention: idle samples only on request, --gil keeps GIL holders only.

@@ -98,7 +98,7 @@ uint64_t platform_tid_from_ident(unsigned long ident) {
     return tid;
 }
 
-bool platform_safe_read(uintptr_t addr, void* out, size_t n) { return mach_safe_read(addr, out, n); }
+bool platform_read_no_fault(uintptr_t addr, void* out, size_t n) { return mach_safe_read(addr, out, n); }
 
 size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
     return mach_sampler_thread_name(native_tid, buf, len);

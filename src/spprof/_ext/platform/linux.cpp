@@ -566,7 +566,7 @@ size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
     return m;
 }
 
-bool platform_safe_read(uintptr_t addr, void* out, size_t n) {
+bool platform_read_no_fault(uintptr_t addr, void* out, size_t n) {
     // process_vm_readv on ourselves reports EFAULT for unmapped memory instead of faulting.
     // Where a sandbox refuses it, write() into a pipe does the same check (EFAULT), then the
     // bytes are read back. Called with the GIL held, so the static pipe has one user at a time.

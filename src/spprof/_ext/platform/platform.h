@@ -201,17 +201,20 @@ const char* platform_signal_name(int signo);
 // way it would without spprof (killed by the signal; a core dump for SIGQUIT where enabled).
 [[noreturn]] void platform_die_by_signal(int signo);
 
-// ---- clocks and ids (SIGNAL-SAFE) -----------------------------------------------------------
+// ---- clocks and the current thread's id (SIGNAL-SAFE) ------------------------------------------
 uint64_t platform_monotonic_ns();
 // CPU time of another thread by native id; returns false when it is gone.
 bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long ident, uint64_t* out);
 uint64_t platform_current_tid();
+
+// ---- ids, memory, stacks, names (normal context, NOT signal-safe) ----------------------------
 // Kernel tid of the thread whose threading ident (pthread_t) is `ident`; 0 when unknown.
 // Normal context: the thread must be alive.
 uint64_t platform_tid_from_ident(unsigned long ident);
-// Reads memory that may have been freed or unmapped: false instead of a fault. Normal
-// context (a system call per read on Linux): for validating pointers at resolution time.
-bool platform_safe_read(uintptr_t addr, void* out, size_t n);
+// Reads memory that may have been freed or unmapped: false instead of a fault ("no fault",
+// not "signal-safe": a system call per read on Linux). For validating pointers at resolution
+// time and for the wall census's walks from outside.
+bool platform_read_no_fault(uintptr_t addr, void* out, size_t n);
 // Stack range [lo, hi) of the live thread whose threading ident (pthread_t) is `ident`.
 // Normal context (may read /proc and allocate for the main thread).
 bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t* hi);

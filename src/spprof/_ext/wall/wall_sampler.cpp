@@ -35,7 +35,7 @@ constexpr uint64_t kMaxSleepNs = 50'000'000;
 constexpr uint64_t kMinRunNs = 20'000;
 
 struct SafeReadFetch {
-    bool operator()(uintptr_t addr, void* out, size_t n) const { return platform_safe_read(addr, out, n); }
+    bool operator()(uintptr_t addr, void* out, size_t n) const { return platform_read_no_fault(addr, out, n); }
 };
 
 }  // namespace

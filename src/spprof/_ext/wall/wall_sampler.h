@@ -9,7 +9,7 @@
 // EINTR). While its CPU clock stands still its stack cannot change: the census writes an idle
 // record into its ring and the drain gives it the thread's last stack. When the clock moved,
 // or for time it spent runnable, the census reads the thread's Python stack from outside
-// (walk_outside: reads that cannot fault, through platform_safe_read) and trusts the walk
+// (walk_outside: reads that cannot fault, through platform_read_no_fault) and trusts the walk
 // only if the thread's CPU clock did not move during it. Only a thread whose CPU timer was
 // refused is signalled (platform_signal_thread): nothing else samples its CPU time.
 //
@@ -62,7 +62,7 @@ public:
     uint64_t walks_lost() const { return walks_lost_.load(std::memory_order_relaxed); }
 
 private:
-    struct OutsideReader;  // wall_sampler.cpp: a CachedReader over platform_safe_read
+    struct OutsideReader;  // wall_sampler.cpp: a CachedReader over platform_read_no_fault
     static void* thread_main(void* arg);
     void tick();
     void tick_threads();
