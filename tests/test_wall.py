@@ -417,7 +417,7 @@ def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
         assert runnable >= 0.03e9, truth
         # The sleep line can truly be runnable at its two edges: preempted between releasing the
         # GIL and the syscall, or woken and waiting for the CPU (other CI jobs share it). That is
-        # scheduler latency, a few slices at most (seen once in CI, never in 24 runs alone);
+        # scheduler latency, a few slices at most (seen once in CI, never in 20 runs here);
         # hashing time put on the wrong line would be hundreds of milliseconds.
         assert rest_runnable <= 0.05e9, truth
         assert 0.25e9 <= on_rest <= 0.4e9 and rest_idle + rest_runnable == on_rest, truth
