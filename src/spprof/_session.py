@@ -218,8 +218,8 @@ class Profiler:
         interpreter_frames: bool = False,
         max_overhead_pct: Optional[float] = None,
     ) -> None:
-        # Checked now, so a bad argument fails where the Profiler is made.
-        SessionConfig(
+        # Checked now, so a bad argument fails where the Profiler is made; start() reuses it.
+        self._config = SessionConfig(
             interval_ms=interval_ms,
             mode=mode,
             native=native,
@@ -230,21 +230,10 @@ class Profiler:
             interpreter_frames=interpreter_frames,
             max_overhead_pct=max_overhead_pct,
         ).validate()
-        self._kwargs: dict[str, Any] = dict(
-            interval_ms=interval_ms,
-            mode=mode,
-            native=native,
-            memory_limit_mb=memory_limit_mb,
-            output_path=output_path,
-            format=format,
-            timer=timer,
-            interpreter_frames=interpreter_frames,
-            max_overhead_pct=max_overhead_pct,
-        )
         self.profile: Optional[Profile] = None
 
     def start(self) -> None:
-        start(**self._kwargs)
+        start_checked(self._config)
 
     def stop(self) -> Profile:
         self.profile = stop()
