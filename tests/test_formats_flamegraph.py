@@ -1,10 +1,12 @@
 """The SVG flame graph (-f flamegraph, *.svg): well-formed standalone SVG whose frames,
 widths and tooltips match the profile, threads merged or as roots; opened in headless
 Chromium, search highlights the matches with their share and a click-zoom (via the URL
-hash) rescales the subtree."""
+hash) rescales the subtree. Also the collapsed format's thread roots (the same split by
+thread, for flamegraph.pl)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 import xml.etree.ElementTree as ET
@@ -13,7 +15,7 @@ import pytest
 
 from formats_browser import Dom, chromium_or_skip, console_errors, dump_dom, screenshot
 from spprof import Frame
-from spprof.output import FORMATS, OPEN_HINTS, guess_format, render
+from spprof.output import FORMATS, OPEN_HINTS, collapsed, guess_format, render
 from spprof.output.flamegraph import render as render_svg
 from test_formats_common import real_profile, small_profile
 
@@ -175,3 +177,24 @@ def test_real_profile_in_chromium(chrome, tmp_path):
     png = screenshot(chrome, path, tmp_path / "flame.png", tmp_path, "1200,400")
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", png[16:24]) == (1200, 400)
+
+
+def test_collapsed_with_thread_roots():
+    p = small_profile()
+    plain = collapsed.render(p).decode().splitlines()
+    rooted = collapsed.render_with_thread_roots(p).decode().splitlines()
+    assert collapsed.render(p, thread_roots=True).decode().splitlines() == rooted
+    assert rooted == [
+        "MainThread (tid 4000);<module> (/app/prog.py:30);main (/app/prog.py:25);"
+        "Work.hot (/app/prog.py:12) 5000",
+        "MainThread (tid 4000);<module> (/app/prog.py:30);main (/app/prog.py:25);"
+        "Work.hot (/app/prog.py:13) 3000",
+        "MainThread (tid 4000);<module> (/app/prog.py:30);main (/app/prog.py:25);"
+        "cold (/app/prog.py:17) 2000",
+        "worker (tid 4001);Thread.run (/usr/lib/threading.py:1012);wait (/app/prog.py:7) 3000",
+    ]
+    assert [line.split(";", 1)[1] for line in rooted] == sorted(plain)
+    # A thread name with the folded format's separators cannot split a stack.
+    p.thread_table[1] = dataclasses.replace(p.thread_table[1], name="pool;worker 1")
+    line = collapsed.render_with_thread_roots(p).decode().splitlines()[-1]
+    assert line.startswith("pool%3Bworker 1 (tid 4001);Thread.run")
