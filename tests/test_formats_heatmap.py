@@ -8,7 +8,9 @@ import re
 import pytest
 
 from formats_browser import Dom, chromium_or_skip, console_errors, dump_dom
+from spprof import Frame
 from spprof.output import FORMATS, guess_format, render
+from spprof.output.diff import render_diff_html
 from spprof.output.heatmap import line_heat
 from spprof.output.heatmap import render as render_heatmap
 from test_formats_common import MS, real_profile, small_profile, synthetic_profile
@@ -148,3 +150,27 @@ def test_only_the_hottest_files():
     hottest = sorted(heat.values(), key=lambda h: (-h.file_self_ns, -h.file_total_ns, h.path))
     assert shown == [h.path for h in hottest[:10]]
     assert f"The 10 hottest of {len(heat)} files." in html
+
+
+def test_names_cannot_break_out(chrome, tmp_path):
+    p = small_profile()
+    evil_file = "/app/</script><script>document.title='pwned'</script>.py"
+    p.frame_table[5] = Frame("wait", evil_file, 7, qualname="<b>wait</b>", first_lineno=5)
+    path = tmp_path / "evil.heatmap.html"
+    path.write_bytes(render_heatmap(p, read_source=lambda f: ["<i>x</i>\n"] * 9))
+    dom_text, log = dump_dom(chrome, path, tmp_path)
+    assert console_errors(log) == []
+    dom = Dom(dom_text)
+    assert next(e for e in dom.elements if e.tag == "body").attrs.get("data-ready") == "1"
+    assert evil_file in [s.attrs["data-path"] for s in dom.by_class("file", "section")]
+    assert next(e for e in dom.elements if e.tag == "title").all_text() != "pwned"
+    assert not [e for e in dom.elements if e.tag in ("b", "i")]  # names stay text
+
+    diff_path = tmp_path / "evil-diff.html"
+    diff_path.write_bytes(render_diff_html(small_profile(), p))
+    dom_text, log = dump_dom(chrome, diff_path, tmp_path)
+    assert console_errors(log) == []
+    dom = Dom(dom_text)
+    assert dom.by_id("spprof-flame").attrs.get("data-ready") == "1"
+    assert "<b>wait</b>" in {g.attrs["data-n"] for g in dom.by_class("f", "g")}
+    assert not [e for e in dom.elements if e.tag in ("b", "i")]

@@ -169,8 +169,8 @@ def render_svg(root: Node, drawing: Drawing) -> str:
     skipped = 0
     depth_max = 0
     scale = (WIDTH - 2 * SIDE) / total if total else 0.0
-    # Iterative walk: (node, depth, x in px); children hottest first, as flamegraph.pl
-    # sorts them by name; hottest first puts the widest boxes on the left.
+    # Iterative walk: (node, depth, x in px). Children hottest first (flamegraph.pl sorts
+    # them by name), so the widest boxes line up on the left.
     stack: list[tuple[Node, int, float]] = []
     x = 0.0
     for k in sorted(root.children.values(), key=lambda n: -n.total_ns):
