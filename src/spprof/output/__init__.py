@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
-from . import chrome, collapsed, html, pprof, speedscope, spprof_format
+from . import chrome, collapsed, flamegraph, gecko, heatmap, html, pprof, speedscope, spprof_format
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -31,6 +31,22 @@ FORMATS: dict[str, tuple[Callable[[ProfileData], bytes], str]] = {
     "pprof": (pprof.render, ".pb.gz"),
     "chrome": (chrome.render, ".trace.json"),
     "html": (html.render, ".html"),
+    "flamegraph": (flamegraph.render, ".svg"),
+    "gecko": (gecko.render, ".gecko.json"),
+    "heatmap": (heatmap.render, ".heatmap.html"),
+}
+
+# format name -> how to look at the file, one line (the CLI prints it after writing one)
+OPEN_HINTS: dict[str, str] = {
+    "speedscope": "open it with https://www.speedscope.app (drag the file in) or `speedscope FILE`",
+    "collapsed": "open it with `flamegraph.pl --countname=us FILE > flame.svg` (or inferno)",
+    "spprof": "open it with `spprof report FILE`, or convert it: `spprof convert FILE -f html`",
+    "pprof": "open it with `go tool pprof -http=: FILE`, or Pyroscope / Grafana",
+    "chrome": "open it with https://ui.perfetto.dev or chrome://tracing",
+    "html": "open it with any web browser (one file, works offline)",
+    "flamegraph": "open it with any web browser: click to zoom, Ctrl-F to search",
+    "gecko": "open it with https://profiler.firefox.com (Load a profile from file)",
+    "heatmap": "open it with any web browser (one file, works offline)",
 }
 
 
@@ -44,7 +60,8 @@ def guess_format(path: PathLike) -> str:
     """The format a file name suggests (see docs/formats.md); speedscope when none fits.
 
     *.txt/*.folded/*.collapsed -> collapsed, *.spprof -> spprof, *.pb.gz/*.pprof -> pprof,
-    *.trace.json/*.chrome.json -> chrome, *.html/*.htm -> html.
+    *.trace.json/*.chrome.json -> chrome, *.heatmap.html -> heatmap, *.html/*.htm -> html,
+    *.svg -> flamegraph, *.gecko.json -> gecko.
     """
     name = os.fspath(path).lower()
     if name.endswith((".txt", ".folded", ".collapsed")):
@@ -55,6 +72,12 @@ def guess_format(path: PathLike) -> str:
         return "pprof"
     if name.endswith((".trace.json", ".chrome.json")):
         return "chrome"
+    if name.endswith(".gecko.json"):
+        return "gecko"
+    if name.endswith(".svg"):
+        return "flamegraph"
+    if name.endswith((".heatmap.html", ".heatmap.htm")):  # before *.html
+        return "heatmap"
     if name.endswith((".html", ".htm")):
         return "html"
     return "speedscope"

@@ -7,6 +7,10 @@ microseconds (so profiles taken at different intervals compare; flamegraph.pl sh
 `--countname=us`). Inside a frame, `%`, `;` and line breaks are percent-encoded (`%25`,
 `%3B`, `%0A`) so a name can never split a stack; spaces stay, since the folded format only
 splits on the last space of a line. Lines are sorted, as flamegraph.pl's own output is.
+
+Threads are merged by default. `render(profile, thread_roots=True)` (or
+`render_with_thread_roots`) starts every stack with its thread, `name (tid N)`, as py-spy's
+raw format does, so the flame graph splits by thread.
 """
 
 from __future__ import annotations
@@ -30,18 +34,32 @@ def frame_label(f: Frame) -> str:
     return escape(f"{f.display_name} ({f.filename}:{f.lineno})")
 
 
-def render(profile: ProfileData) -> bytes:
-    weights: dict[int, int] = {}
-    for (_, stack), (_, w) in profile.stack_weights().items():
-        weights[stack] = weights.get(stack, 0) + w
+def thread_label(name: str, native_id: int) -> str:
+    return escape(f"{name} (tid {native_id})")
+
+
+def render(profile: ProfileData, thread_roots: bool = False) -> bytes:
+    # (thread root or "", stack id) -> time; one OS thread whose Python thread state was
+    # recreated has several serials but one label.
+    weights: dict[tuple[str, int], int] = {}
+    threads = profile.thread_table
+    for (serial, stack), (_, w) in profile.stack_weights().items():
+        t = threads[serial]
+        key = (thread_label(t.name, t.native_id) if thread_roots else "", stack)
+        weights[key] = weights.get(key, 0) + w
     lines = []
-    for stack, w in weights.items():
+    for (root, stack), w in weights.items():
         ids = profile.stacks[stack]
         us = max(1, round(w / 1000))
         if ids:
             folded = ";".join(frame_label(profile.frame_table[i]) for i in ids)
         else:  # a thread caught outside any Python frame (C code before its first call)
             folded = NO_PYTHON_FRAME
-        lines.append(f"{folded} {us}")
+        lines.append(f"{root};{folded} {us}" if root else f"{folded} {us}")
     lines.sort()
     return ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")
+
+
+def render_with_thread_roots(profile: ProfileData) -> bytes:
+    """Folded stacks with each thread as the root frame (py-spy's raw format)."""
+    return render(profile, thread_roots=True)
