@@ -23,7 +23,8 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are CliError (argparse would print usage and exit)."""
 
     def error(self, message: str) -> NoReturn:
-        raise CliError(f"{self.prog.split()[-1]}: {message}")
+        name = self.prog.split()[-1]
+        raise CliError(message if name == "spprof" else f"{name}: {message}")
 
 
 def error_exit(exc: Exception) -> int:
