@@ -40,6 +40,8 @@ def guarded(body: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run a subcommand's body; a usage or input error becomes its message and EXIT_USAGE."""
     try:
         return body(argv)
+    except BrokenPipeError:  # the reader left: cli.main ends quietly
+        raise
     except (CliError, ValueError, NotImplementedError, OSError) as exc:
         # ValueError covers ProfileFormatError, which names the file.
         return error_exit(exc)

@@ -23,8 +23,8 @@ _RATE_MIN_CPU_NS = 200_000_000
 
 
 def _short_path(path: str, width: int) -> str:
-    """`path` relative to the current directory if under it, its directory part shortened
-    from the left (".../pkg/mod.py") to fit `width`; the file name itself is never cut."""
+    """`path` relative to the current directory if under it, with leading directories
+    replaced by ".../" until it fits `width`; the file name itself is never cut."""
     try:
         rel = os.path.relpath(path)
         if not rel.startswith(".."):
@@ -33,11 +33,12 @@ def _short_path(path: str, width: int) -> str:
         pass
     if len(path) <= width:
         return path
-    head, base = os.path.split(path)
-    room = width - len(base) - len(os.sep) - 3
-    if room <= 0:
-        return base
-    return "..." + head[-room:] + os.sep + base
+    parts = path.split(os.sep)
+    for k in range(1, len(parts) - 1):
+        short = os.path.join("...", *parts[k:])
+        if len(short) <= width:
+            return short
+    return os.path.join("...", parts[-1])
 
 
 def _is_thread_startup(filename: str, name: str) -> bool:
@@ -45,18 +46,13 @@ def _is_thread_startup(filename: str, name: str) -> bool:
 
 
 def _label(qualname: str, filename: str, line: int) -> str:
-    """`qualname (file:line)` within LABEL_WIDTH when it can be: the directory part goes
-    first, then the function name's left; the file name and line stay whole."""
+    """`qualname (file:line)`, within LABEL_WIDTH when the directory part can be shortened
+    enough; the function name, the file name and the line are never cut."""
     if not filename:
         return qualname
     suffix = f":{line}"
-    name = qualname if len(qualname) <= 30 else "..." + qualname[-27:]
-    room = LABEL_WIDTH - len(qualname) - 3 - len(suffix)
-    where = _short_path(filename, room)
-    if len(qualname) + len(where) + len(suffix) + 3 <= LABEL_WIDTH:
-        return f"{qualname} ({where}{suffix})"
-    room = LABEL_WIDTH - len(name) - 3 - len(suffix)
-    return f"{name} ({_short_path(filename, room)}{suffix})"
+    where = _short_path(filename, LABEL_WIDTH - len(qualname) - 3 - len(suffix))
+    return f"{qualname} ({where}{suffix})"
 
 
 def _seconds(ns: int) -> str:
