@@ -22,7 +22,6 @@ def _parser() -> Parser:
     p.add_argument(
         "-f",
         "--format",
-        choices=list(FORMATS),
         help="output format (default: from the -o file name)",
     )
     p.add_argument("-o", "--output", help="file to write, or - for stdout (default: IN + suffix)")
