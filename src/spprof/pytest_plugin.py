@@ -11,7 +11,7 @@ The plugin never changes outcomes or the exit status: a profiling failure is one
 in the summary. Limits: a test that starts spprof itself finds it already profiling; with
 pytest-xdist only the controller process is profiled.
 
-Without --spprof the plugin does nothing and imports nothing of spprof's native code.
+Without --spprof the plugin only adds its options: it starts nothing and changes nothing.
 """
 
 from __future__ import annotations
