@@ -61,7 +61,9 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
         "-f",
         "--format",
         choices=list(FORMATS),
-        help="output format (default: from the -o suffix, else speedscope)",
+        metavar="FORMAT",
+        help="output format: " + ", ".join(FORMATS) + " (default: from the -o suffix, "
+        "else speedscope)",
     )
     rate = p.add_mutually_exclusive_group()
     rate.add_argument(
@@ -113,7 +115,9 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="profile child processes too (py-spy's name; not supported yet: refused)",
     )
-    p.add_argument("--top", type=int, default=10, help="functions in the summary (default 10)")
+    p.add_argument(
+        "--top", type=int, default=10, metavar="N", help="functions in the summary (default 10)"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
 
 
@@ -204,7 +208,7 @@ def _parser() -> Parser:
         usage=USAGE,
         description="Sampling profiler for Python: profiles every thread of a program.",
         epilog="Options go before the program; everything after it is the program's. "
-        "Formats: " + ", ".join(FORMATS) + ". See docs/usage.md.",
+        "See docs/usage.md.",
     )
     p.add_argument("--version", action="version", version=f"spprof {__version__}")
     add_session_options(p)
