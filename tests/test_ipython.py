@@ -102,6 +102,18 @@ def test_line_magic_takes_the_command_line_options_and_writes_the_file(tmp_path)
     assert lines and all(";hot_line (" in line for line in lines), lines
 
 
+def test_line_magic_runs_the_statement_exactly_as_typed():
+    out = _run(
+        """
+        res = run('%spprof -q -i 5 spaced = len("a  b") + len(\\'c\\')')
+        res["spaced"] = shell.user_ns.get("spaced")
+        print(json.dumps(res))
+        """
+    )
+    assert out["ok"], out
+    assert out["spaced"] == 5  # quotes and the two spaces kept
+
+
 def test_bad_options_are_a_usage_error_and_nothing_runs():
     out = _run(
         """

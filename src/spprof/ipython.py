@@ -3,11 +3,13 @@
     %%spprof [options]          profile the cell
     %spprof [options] statement profile one statement
 
-The options are the command line's (cli.record.add_session_options: -i/-r, --mode, --timer,
---idle, --gil, --native, --max-overhead, -o/-f, --top, -q). The code runs in the user's
-namespace under the profiler; the HTML flame graph (output.html) is then shown inline, in an
-iframe so that its page and the notebook's styles and scripts stay apart. -o also writes the
-profile to a file, in the format its suffix (or -f) names. The summary is printed unless -q.
+Options are words separated by spaces (no shell quoting), and the statement after them is
+run exactly as typed. They are the command line's (cli.record.add_session_options: -i/-r,
+--mode, --timer, --idle, --gil, --native, --max-overhead, -o/-f, --top, -q). The code runs in
+the user's namespace under the profiler; the HTML flame graph (output.html) is then shown
+inline, in an iframe so that its page and the notebook's styles and scripts stay apart. -o
+also writes the profile to a file, in the format its suffix (or -f) names. The summary is
+printed unless -q.
 
 IPython is imported only through the shell that loads the extension, never by `import spprof`.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import argparse
 import html
 import importlib
-import shlex
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -79,8 +81,9 @@ class SpprofMagic:
 
     def __call__(self, line: str, cell: Optional[str] = None) -> None:
         usage_error = importlib.import_module("IPython.core.error").UsageError
+        words = [(m.group(), m.start()) for m in re.finditer(r"\S+", line)]
         try:
-            opts = _parser().parse_args(shlex.split(line))
+            opts = _parser().parse_args([w for w, _ in words])
             check_session_options(opts)
             fmt = output_format(opts.format, opts.output)
             cfg = session_config(opts, fmt)
@@ -88,7 +91,13 @@ class SpprofMagic:
             raise usage_error(str(exc)) from None
         except SystemExit:  # --help printed
             return
-        source = cell if cell is not None else " ".join(opts.statement)
+        statement = list(opts.statement)
+        skip = 1 if statement[:1] == ["--"] else 0
+        if cell is not None and statement[skip:]:
+            raise usage_error("%%spprof takes options only; the code is the cell's")
+        # The statement as typed (quotes, spacing): from its first word to the end of the line.
+        first = len(words) - len(statement) + skip
+        source = cell if cell is not None else (line[words[first][1] :] if statement[skip:] else "")
         if not source.strip():
             raise usage_error("%spprof: nothing to profile: give a statement, or use %%spprof")
         code = self._compile(source)
