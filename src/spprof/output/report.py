@@ -97,10 +97,10 @@ def summary(
     n = profile.sample_count
     total = profile.total_weight_ns or 1
     if run.sample_count == 0:
+        why = "used less CPU time than" if profile.mode == "cpu" else "ended within"
         lines.append(
             f"spprof: no samples over {_seconds(profile.duration_ns)} ({profile.mode} mode, "
-            f"{profile.interval_ms:g} ms interval): the program used less CPU time than one "
-            "interval, or ended first"
+            f"{profile.interval_ms:g} ms interval): the program {why} one interval"
         )
         _written(lines, output, fmt)
         return "\n".join(lines)
@@ -110,7 +110,8 @@ def summary(
         f"timer {profile.stats.get('timer', '?')}), {profile.dropped_count} dropped"
     )
     rate = effective_rate(run)
-    if rate is not None and profile.interval_ms > 0:
+    # An interval the overhead budget widened is no tick's doing: no note then.
+    if rate is not None and profile.interval_ms > 0 and not profile.stats.get("interval_changes"):
         asked = 1000.0 / profile.interval_ms
         if rate < _RATE_NOTE_BELOW * asked:
             lines.append(
