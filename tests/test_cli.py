@@ -581,7 +581,8 @@ def test_summary_tells_how_to_open_every_format(tmp_path):
         out = tmp_path / f"p{output.FORMATS[fmt][1]}"
         r = run_python("-m", "spprof", "-f", fmt, "-o", str(out), TARGET)
         assert r.returncode == 0, r.stderr
-        assert f"  Open it with: {hints[fmt]}" in r.stderr
+        hint = hints[fmt]
+        assert f"\n  {hint[:1].upper()}{hint[1:]}" in r.stderr
 
 
 # ---- diff -------------------------------------------------------------------------------

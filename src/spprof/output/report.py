@@ -189,6 +189,6 @@ def _written(lines: list[str], output: str, fmt: str) -> None:
     if not output:
         return
     lines.append(f"  Profile written to {output} ({fmt})")
-    hint = _open_hint(fmt)
+    hint = _open_hint(fmt)  # "open it with ...": a sentence of its own here
     if hint:
-        lines.append(f"  Open it with: {hint}")
+        lines.append(f"  {hint[:1].upper()}{hint[1:]}")
