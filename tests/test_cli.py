@@ -587,16 +587,17 @@ def test_summary_tells_how_to_open_every_format(tmp_path):
 
 # ---- diff -------------------------------------------------------------------------------
 
+# Each function burns CPU in its own loop: `report --diff` ranks functions by self time.
 DIFF_SCRIPT = (
     "import os, time\n"
-    "def spin(s):\n"
-    "    end = time.thread_time() + s\n"
+    "def steady():\n"
+    "    end = time.thread_time() + 0.2\n"
     "    while time.thread_time() < end:\n"
     "        pass\n"
-    "def steady():\n"
-    "    spin(0.2)\n"
     "def grows():\n"
-    "    spin(float(os.environ['GROWS']))\n"
+    "    end = time.thread_time() + float(os.environ['GROWS'])\n"
+    "    while time.thread_time() < end:\n"
+    "        pass\n"
     "steady()\n"
     "grows()\n"
 )
@@ -621,6 +622,9 @@ def test_diff_and_report_diff_name_the_function_that_grew(tmp_path):
     assert any("grows" in line for line in (tmp_path / "d.txt").read_text().splitlines())
     r = run_python("-m", "spprof", "report", str(new), "--diff", str(base), "--top", "3")
     assert r.returncode == 0, r.stderr
-    assert "grows" in r.stdout.splitlines()[0] or "grows" in r.stdout
+    # grows went from ~20% to ~75% of the time, steady the other way (by as much: two rows)
+    rows = {line.split()[3]: line.split()[2] for line in r.stdout.splitlines()[1:] if line}
+    assert set(rows) == {"grows", "steady"}, r.stdout
+    assert float(rows["grows"]) > 30 and float(rows["steady"]) < -30, r.stdout
     r = run_python("-m", "spprof", "diff", str(base), str(new), "-o", str(tmp_path / "d.xyz"))
     assert r.returncode == 2 and "cannot tell the output format" in r.stderr
