@@ -392,3 +392,239 @@ def test_samples_of_the_runner_alone_are_dropped_not_shown_as_roots():
     assert len(names) == before + 2
     assert names[-1] == ["<module>", "main", "hot"]  # runpy above the program: hidden
     assert all(stack[0] != "__exit__" for stack in names)
+
+
+# ---- the command line as py-spy users type it -------------------------------------------
+
+
+def _loaded(path):
+    import spprof
+
+    return spprof.load(path)
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        ["--out", "{out}", "--max-overhead=50"],  # an abbreviation, and --opt=value
+        ["--output={out}", "--max-over", "50", "--top=3"],
+        ["-o{out}", "--rate", "100"],
+        ["-o", "{out}", "-r100", "--"],  # `--` ends spprof's options
+    ],
+)
+def test_options_take_values_every_way_argparse_does_and_the_rest_is_the_programs(opts, tmp_path):
+    out = tmp_path / "p.spprof"
+    args = [a.format(out=out) for a in opts]
+    r = run_python("-m", "spprof", "-q", *args, TARGET, "--out", "-r", "5", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # the program's own options that look like spprof's are the program's
+    assert _target_info(r.stdout)["argv"] == [TARGET, "--out", "-r", "5"]
+    profile = _loaded(out)
+    assert profile.interval_ms == 10.0  # -r 100 is -i 10, and the default too
+    assert "hot_function" in {f.function_name for f in profile.frame_table}
+
+
+def test_rate_sets_the_interval(tmp_path):
+    out = tmp_path / "p.spprof"
+    r = run_python("-m", "spprof", "-q", "-r", "250", "-o", str(out), TARGET)
+    assert r.returncode == 0, r.stderr
+    assert _loaded(out).interval_ms == 4.0
+
+
+def test_version_and_help_list_the_choices():
+    import spprof
+
+    r = run_python("-m", "spprof", "--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"spprof {spprof.__version__}"
+    r = run_python("-m", "spprof", "--help")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    for fragment in ("--mode {cpu,wall}", "--timer {auto,thread,itimer}", "-r HZ, --rate HZ"):
+        assert fragment in text
+    for flag in ("--idle", "--gil", "--native", "--subprocesses", "--version"):
+        assert flag in text
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-o", "profile.xyz", TARGET], "cannot tell the output format from the name"),
+        (["--subprocesses", TARGET], "--subprocesses is not supported yet"),
+        (["-r", "0", TARGET], "rate must be a number of samples per second (1-1000)"),
+        (["-r", "5000", TARGET], "rate must be"),
+        (["-i", "5", "-r", "100", TARGET], "not allowed with argument"),
+        (["--i", "5", TARGET], "ambiguous option: --i could match"),
+        (["--top", "0", TARGET], "--top must be at least 1"),
+        (["-m"], "argument -m expects a value"),
+    ],
+)
+def test_refused_options_are_one_line_errors_before_the_program_runs(args, message, tmp_path):
+    r = run_python("-m", "spprof", *args, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr
+    assert r.stderr.count("\n") <= 2 and "Traceback" not in r.stderr
+    assert "TARGET" not in r.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_convert_refuses_an_unknown_suffix(tmp_path):
+    src = tmp_path / "p.spprof"
+    r = run_python("-m", "spprof", "-q", "-o", str(src), TARGET)
+    assert r.returncode == 0, r.stderr
+    r = run_python("-m", "spprof", "convert", str(src), "-o", str(tmp_path / "p.xyz"))
+    assert r.returncode == 2 and "cannot tell the output format" in r.stderr
+    assert not (tmp_path / "p.xyz").exists()
+
+
+@pytest.mark.parametrize(
+    "sub", [["report", "{src}"], ["convert", "{src}", "-f", "collapsed", "-o", "-"]]
+)
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(sub, tmp_path):
+    src = tmp_path / "p.spprof"
+    r = run_python("-m", "spprof", "-q", "-o", str(src), TARGET)
+    assert r.returncode == 0, r.stderr
+    read, write = os.pipe()
+    os.close(read)  # `| head` that has already exited: every write gets EPIPE
+    args = [a.format(src=src) for a in sub]
+    proc = subprocess.run(
+        [sys.executable, "-m", "spprof", *args], stdout=write, stderr=subprocess.PIPE, text=True
+    )
+    os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+# ---- the summary ------------------------------------------------------------------------
+
+
+def test_summary_never_cuts_file_and_line_and_hides_threading_startup(tmp_path):
+    deep = tmp_path / ("d" * 40) / ("e" * 40)
+    deep.mkdir(parents=True)
+    script = deep / "a_rather_long_module_name_for_the_summary.py"
+    script.write_text(
+        "import threading, time\n"
+        "def burn_in_a_worker_thread_with_a_long_name():\n"
+        "    end = time.thread_time() + 0.4\n"
+        "    while time.thread_time() < end:\n"
+        "        pass\n"
+        "t = threading.Thread(target=burn_in_a_worker_thread_with_a_long_name)\n"
+        "t.start()\n"
+        "t.join()\n"
+    )
+    r = run_python("-m", "spprof", "--top", "20", "-o", str(tmp_path / "p.json"), str(script))
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stderr.splitlines() if "burn_in_a_worker" in line]
+    assert len(rows) == 2  # self and total tables
+    for row in rows:
+        # leading directories give way to ".../"; the names and the line are whole
+        assert "burn_in_a_worker_thread_with_a_long_name (.../" in row, row
+        assert row.endswith("/a_rather_long_module_name_for_the_summary.py:4)"), row
+    total_table = r.stderr.split("Top functions by total time")[1]
+    for startup in ("_bootstrap", "Thread.run", " run ("):
+        assert startup not in total_table, total_table
+
+
+def test_summary_idle_column_in_wall_mode_without_idle(tmp_path):
+    script = tmp_path / "sleepy.py"
+    script.write_text(
+        "import threading, time\n"
+        "def burn():\n"
+        "    end = time.thread_time() + 0.4\n"
+        "    while time.thread_time() < end:\n"
+        "        pass\n"
+        "t = threading.Thread(target=time.sleep, args=(0.6,), name='sleeper')\n"
+        "t.start()\n"
+        "burn()\n"
+        "t.join()\n"
+    )
+    r = run_python("-m", "spprof", "--mode", "wall", "-o", str(tmp_path / "p.json"), str(script))
+    assert r.returncode == 0, r.stderr
+    [row] = [line.split() for line in r.stderr.splitlines() if line.strip().startswith("sleeper")]
+    # THREAD TID SAMPLES CPU-TIME CPU% GIL% IDLE%: the sleeper slept throughout
+    assert float(row[-1].rstrip("%")) >= 90.0, r.stderr
+    # and the written profile leaves its idle samples out, as py-spy does without --idle
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert all("sleeper" not in p["name"] for p in doc["profiles"] if p["samples"])
+
+
+def test_summary_of_a_run_without_samples_is_one_line(tmp_path):
+    out = tmp_path / "p.spprof"
+    r = run_python("-m", "spprof", "-o", str(out), "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("spprof: no samples over ")
+    assert lines[1] == f"  Profile written to {out} (spprof)"
+    assert "THREAD" not in r.stderr
+
+
+def test_summary_gives_the_effective_rate_when_the_tick_caps_it(tmp_path):
+    from spprof.output.report import effective_rate
+
+    out = tmp_path / "p.spprof"
+    r = run_python("-m", "spprof", "-i", "1", "-o", str(out), TARGET, env={"BURN": "0.6"})
+    assert r.returncode == 0, r.stderr
+    rate = effective_rate(_loaded(out))
+    assert rate is not None and 50 < rate < 1200, rate
+    if rate < 800:  # a kernel with HZ below 1000 (250 is common): the summary says so
+        assert f"note: {rate:.0f} samples/s per CPU second, not 1000" in r.stderr
+    else:
+        assert "samples/s per CPU second" not in r.stderr
+
+
+def test_summary_tells_how_to_open_every_format(tmp_path):
+    output = pytest.importorskip("spprof.output")
+    hints = getattr(output, "OPEN_HINTS", None)
+    if hints is None:
+        pytest.skip("spprof.output.OPEN_HINTS is not there yet (the outputs branch adds it)")
+    assert set(hints) == set(output.FORMATS)
+    for fmt in output.FORMATS:
+        out = tmp_path / f"p{output.FORMATS[fmt][1]}"
+        r = run_python("-m", "spprof", "-f", fmt, "-o", str(out), TARGET)
+        assert r.returncode == 0, r.stderr
+        hint = hints[fmt]
+        assert f"\n  {hint[:1].upper()}{hint[1:]}" in r.stderr
+
+
+# ---- diff -------------------------------------------------------------------------------
+
+# Each function burns CPU in its own loop: `report --diff` ranks functions by self time.
+DIFF_SCRIPT = (
+    "import os, time\n"
+    "def steady():\n"
+    "    end = time.thread_time() + 0.2\n"
+    "    while time.thread_time() < end:\n"
+    "        pass\n"
+    "def grows():\n"
+    "    end = time.thread_time() + float(os.environ['GROWS'])\n"
+    "    while time.thread_time() < end:\n"
+    "        pass\n"
+    "steady()\n"
+    "grows()\n"
+)
+
+
+def test_diff_and_report_diff_name_the_function_that_grew(tmp_path):
+    pytest.importorskip(
+        "spprof.output.diff", reason="spprof.output.diff comes from the outputs branch"
+    )
+    script = tmp_path / "work.py"
+    script.write_text(DIFF_SCRIPT)
+    base, new = tmp_path / "base.spprof", tmp_path / "new.spprof"
+    for path, grows in ((base, "0.05"), (new, "0.6")):
+        r = run_python("-m", "spprof", "-q", "-o", str(path), str(script), env={"GROWS": grows})
+        assert r.returncode == 0, r.stderr
+    r = run_python("-m", "spprof", "diff", str(base), str(new), "-o", str(tmp_path / "d.html"))
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "d.html").read_text()
+    assert "grows" in page and "steady" in page
+    r = run_python("-m", "spprof", "diff", str(base), str(new), "-o", str(tmp_path / "d.txt"))
+    assert r.returncode == 0, r.stderr
+    assert any("grows" in line for line in (tmp_path / "d.txt").read_text().splitlines())
+    r = run_python("-m", "spprof", "report", str(new), "--diff", str(base), "--top", "3")
+    assert r.returncode == 0, r.stderr
+    # grows went from ~20% to ~75% of the time, steady the other way (by as much: two rows)
+    rows = {line.split()[3]: line.split()[2] for line in r.stdout.splitlines()[1:] if line}
+    assert set(rows) == {"grows", "steady"}, r.stdout
+    assert float(rows["grows"]) > 30 and float(rows["steady"]) < -30, r.stdout
+    r = run_python("-m", "spprof", "diff", str(base), str(new), "-o", str(tmp_path / "d.xyz"))
+    assert r.returncode == 2 and "cannot tell the output format" in r.stderr

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -226,31 +225,21 @@ def real_profile(tmp_path: Path) -> Profile:
     return load(out)
 
 
-def find_tool(names: tuple[str, ...], apt_package: str) -> Optional[str]:
-    """The path of the first of `names` on PATH; if none, try `apt-get install` once (as root
-    on Debian, as the CI image allows), else None so the caller can skip with a reason."""
+def find_tool(names: tuple[str, ...], apt_package: str) -> str:
+    """The path of the first of `names` on PATH; skips the test when none is there.
+
+    Tests never install system packages: under `make test-asan` an `apt-get install` run from
+    here got the ASan preload into chromium's post-install step, which hung holding dpkg's lock.
+    `.ci/run` installs `apt_package` up front.
+    """
     for name in names:
         found = shutil.which(name)
         if found:
             return found
-    if apt_package not in _apt_tried and shutil.which("apt-get") and os.geteuid() == 0:
-        _apt_tried.add(apt_package)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-q", apt_package],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=900,
-            check=False,
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        )
-        for name in names:
-            found = shutil.which(name)
-            if found:
-                return found
-    return None
-
-
-_apt_tried: set[str] = set()
+    pytest.skip(
+        f"{names[0]} is not installed: install the Debian package {apt_package!r} "
+        "(.ci/run does, before the tests; tests never install system packages)"
+    )
 
 
 # ---- the registry ------------------------------------------------------------------------

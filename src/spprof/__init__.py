@@ -5,8 +5,11 @@
         work()
     p.profile.save("profile.speedscope.json")
 
-or `python -m spprof script.py`. See docs/usage.md.
+or `python -m spprof script.py`; in IPython / Jupyter `%load_ext spprof`, then `%%spprof`.
+See docs/usage.md.
 """
+
+from typing import Any
 
 from ._load import ProfileFormatError, load
 from ._model import Frame, FunctionStats, Sample, ThreadInfo, ThreadRecord
@@ -27,8 +30,16 @@ __all__ = [
     "__version__",
     "is_active",
     "load",
+    "load_ipython_extension",
     "profile",
     "start",
     "stats",
     "stop",
 ]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext spprof`: the %spprof / %%spprof magics (spprof.ipython, imported only now)."""
+    from .ipython import load_ipython_extension as load
+
+    load(ipython)

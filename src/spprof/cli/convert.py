@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 from .._load import load
-from ..output import FORMATS, check_format, guess_format, render, write
+from ..output import FORMATS, render, write
 from .errors import CliError, Parser, guarded
+from .record import output_format
 
 
 def _parser() -> Parser:
@@ -18,7 +19,11 @@ def _parser() -> Parser:
         epilog="Formats: " + ", ".join(FORMATS) + ". Without -f the format follows -o's name.",
     )
     p.add_argument("input", help="a profile saved with format 'spprof' (*.spprof)")
-    p.add_argument("-f", "--format", help="output format (default: from the -o file name)")
+    p.add_argument(
+        "-f",
+        "--format",
+        help="output format (default: from the -o file name)",
+    )
     p.add_argument("-o", "--output", help="file to write, or - for stdout (default: IN + suffix)")
     return p
 
@@ -28,8 +33,8 @@ def _convert(argv: list[str]) -> int:
     if opts.format is None and opts.output in (None, "-"):
         raise CliError("convert: give the output format with -f FORMAT (or a -o file name)")
     try:
-        fmt = check_format(opts.format) if opts.format else guess_format(opts.output)
-    except ValueError as exc:
+        fmt = output_format(opts.format, opts.output)
+    except (ValueError, CliError) as exc:
         raise CliError(f"convert: {exc}") from None
     src = Path(opts.input)
     profile = load(src)

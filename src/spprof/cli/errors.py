@@ -23,7 +23,8 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are CliError (argparse would print usage and exit)."""
 
     def error(self, message: str) -> NoReturn:
-        raise CliError(f"{self.prog.split()[-1]}: {message}")
+        name = self.prog.split()[-1]
+        raise CliError(message if name == "spprof" else f"{name}: {message}")
 
 
 def error_exit(exc: Exception) -> int:
@@ -39,6 +40,8 @@ def guarded(body: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run a subcommand's body; a usage or input error becomes its message and EXIT_USAGE."""
     try:
         return body(argv)
+    except BrokenPipeError:  # the reader left: cli.main ends quietly
+        raise
     except (CliError, ValueError, NotImplementedError, OSError) as exc:
         # ValueError covers ProfileFormatError, which names the file.
         return error_exit(exc)

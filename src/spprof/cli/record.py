@@ -1,7 +1,10 @@
 """`spprof [record]`: run a script, module or code string under the profiler.
 
-    spprof [-o FILE] [-f FORMAT] [-i MS] [--mode cpu|wall] [--native] [-q] [--top N]
-           [--timer auto|thread|itimer] (script.py [args] | -m module [args] | -c code [args])
+    spprof [options] (script.py [args] | -m module [args] | -c code [args])
+
+argparse owns the split between spprof's options and the program's: the first word that is
+not an option (or -m / -c) and everything after it belong to the program, so `--opt value`,
+`--opt=value` and unambiguous abbreviations (`--out x.json`) all work with no second list.
 
 The program runs as __main__ with the sys.argv and sys.path[0] `python` would give it, and
 ends as it would under `python`, after the profile is written: its exit code passes through;
@@ -22,44 +25,84 @@ import sys
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from .. import _debug, _ext, _session
 from .._config import SessionConfig
+from .._model import ProfileData
+from .._session import __version__
 from ..output import FORMATS, check_format, check_writable, guess_format, write
 from ..output.report import summary
-from .errors import EXIT_USAGE, CliError, error_exit
+from .errors import EXIT_USAGE, CliError, Parser, error_exit
+
+ProfileT = TypeVar("ProfileT", bound=ProfileData)
 
 USAGE = (
-    "spprof [-o FILE] [-f FORMAT] [-i MS] [--mode {cpu,wall}] [--idle] [--gil] [--native] [-q]\n"
-    "              (script.py [args] | -m module [args] | -c code [args])\n"
+    "spprof [options] (script.py [args] | -m module [args] | -c code [args])\n"
     "       spprof record [options] (script.py | -m module | -c code) [args]\n"
-    "       spprof convert IN -f FORMAT [-o OUT]\n"
-    "       spprof report IN [--top N]\n"
-    "FORMAT: spprof, speedscope, collapsed, pprof, chrome, html"
+    "       spprof convert IN [-f FORMAT] [-o OUT]\n"
+    "       spprof report IN [--top N] [--diff BASE]\n"
+    "       spprof diff BASE NEW [-o OUT] [-f FORMAT]"
 )
 
+MODES = ("cpu", "wall")
+TIMERS = ("auto", "thread", "itimer")
+# The interval range SessionConfig accepts, as a rate for -r.
+MIN_RATE_HZ, MAX_RATE_HZ = 1.0, 1000.0
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="spprof",
-        usage=USAGE,
-        description="Sampling profiler for Python: profiles every thread of a program.",
+
+def add_session_options(p: argparse.ArgumentParser) -> None:
+    """The options that shape a session and its output: one definition for the command line
+    and the IPython magics (spprof.ipython)."""
+    p.add_argument(
+        "-o", "--output", help="profile file to write; its suffix picks the format (see -f)"
     )
-    p.add_argument("-o", "--output", help="profile file to write (default: spprof-<name>-<pid>)")
-    p.add_argument("-f", "--format", choices=sorted(FORMATS), help="output format")
-    p.add_argument("-i", "--interval", default="10", help="sampling interval in ms (1-1000)")
-    p.add_argument("--mode", default="cpu", help="cpu (default) or wall")
+    p.add_argument(
+        "-f",
+        "--format",
+        choices=list(FORMATS),
+        metavar="FORMAT",
+        help="output format: " + ", ".join(FORMATS) + " (default: from the -o suffix, "
+        "else speedscope)",
+    )
+    rate = p.add_mutually_exclusive_group()
+    rate.add_argument(
+        "-i",
+        "--interval",
+        type=_interval,
+        default=None,
+        metavar="MS",
+        help="sampling interval in ms, 1-1000 (default 10)",
+    )
+    rate.add_argument(
+        "-r",
+        "--rate",
+        type=_rate,
+        default=None,
+        metavar="HZ",
+        help="samples per second, 1-1000 (py-spy's name; -r 100 is -i 10)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="cpu",
+        help="cpu: sample by each thread's CPU time (default); wall: elapsed time, "
+        "blocked threads too",
+    )
+    p.add_argument(
+        "--timer",
+        choices=TIMERS,
+        default="auto",
+        help="the CPU-time timer: one per thread, the process itimer, or auto (default)",
+    )
+    p.add_argument("--idle", action="store_true", help="wall mode: keep samples of blocked threads")
+    p.add_argument("--gil", action="store_true", help="keep only samples holding the GIL")
     p.add_argument("--native", action="store_true", help="include native C frames")
     p.add_argument(
         "--interpreter-frames",
         action="store_true",
         help="with --native: keep CPython's own C frames (folded away by default)",
     )
-    p.add_argument("--timer", default="auto", help="auto, thread or itimer")
-    p.add_argument("--idle", action="store_true", help="wall mode: keep samples of blocked threads")
-    p.add_argument("--gil", action="store_true", help="keep only samples holding the GIL")
-    p.add_argument("--top", type=int, default=10, help="functions in the summary (default 10)")
     p.add_argument(
         "--max-overhead",
         type=float,
@@ -67,52 +110,130 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PCT",
         help="overhead budget in percent: widen the interval to stay under it",
     )
+    p.add_argument(
+        "--subprocesses",
+        action="store_true",
+        help="profile child processes too (py-spy's name; not supported yet: refused)",
+    )
+    p.add_argument(
+        "--top", type=int, default=10, metavar="N", help="functions in the summary (default 10)"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
-    return p
 
 
-# Options that take a value, from the parser itself (a hand list missed --max-overhead).
-_VALUE_OPTIONS = frozenset(
-    flag for action in _parser()._actions if action.nargs != 0 for flag in action.option_strings
-)
-
-
-def _split(argv: list[str]) -> tuple[list[str], str, Optional[str], list[str]]:
-    """Split argv into (our options, kind, target, program args); kind is script/module/code."""
-    ours: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "--":
-            i += 1
-            break
-        if a in ("-m", "-c"):
-            if i + 1 >= len(argv):
-                raise CliError(f"argument {a} expects a value")
-            kind = "module" if a == "-m" else "code"
-            return ours, kind, argv[i + 1], argv[i + 2 :]
-        if a.startswith("-") and a != "-":
-            ours.append(a)
-            if a in _VALUE_OPTIONS:
-                if i + 1 >= len(argv):
-                    raise CliError(f"argument {a} expects a value")
-                ours.append(argv[i + 1])
-                i += 1
-            i += 1
-            continue
-        break
-    if i >= len(argv):
-        return ours, "none", None, []
-    return ours, "script", argv[i], argv[i + 1 :]
-
-
-def _number(text: str) -> float:
+def _interval(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise CliError(
+        raise argparse.ArgumentTypeError(
             f"interval must be a number of milliseconds (1-1000), got {text!r}"
         ) from None
+
+
+def _rate(text: str) -> float:
+    try:
+        hz = float(text)
+    except ValueError:
+        hz = float("nan")
+    if not MIN_RATE_HZ <= hz <= MAX_RATE_HZ:  # NaN fails too
+        raise argparse.ArgumentTypeError(
+            f"rate must be a number of samples per second ({MIN_RATE_HZ:g}-{MAX_RATE_HZ:g}), "
+            f"got {text!r}"
+        )
+    return hz
+
+
+def interval_ms(opts: argparse.Namespace) -> float:
+    """The sampling interval -i or -r asked for (10 ms when neither)."""
+    if opts.rate is not None:
+        return 1000.0 / float(opts.rate)
+    return 10.0 if opts.interval is None else float(opts.interval)
+
+
+def check_session_options(opts: argparse.Namespace) -> None:
+    """What the parser cannot say alone: raise CliError for an option spprof refuses."""
+    if opts.subprocesses:
+        raise CliError(
+            "--subprocesses is not supported yet: spprof profiles the process it starts, "
+            "not its children (profile a child with its own `spprof` command line)"
+        )
+    if opts.top < 1:
+        raise CliError(f"--top must be at least 1, got {opts.top}")
+
+
+def output_format(fmt: Optional[str], output: Optional[str]) -> str:
+    """The format -f names, else the one -o's suffix names, else speedscope.
+
+    A suffix no format claims is an error: a speedscope file named x.svg would open nowhere.
+    """
+    if fmt:
+        return check_format(fmt)
+    if not output or output == "-":
+        return "speedscope"
+    guessed = guess_format(output)
+    # guess_format falls back to speedscope; only a .json name really asks for it.
+    if guessed == "speedscope" and not output.lower().endswith(".json"):
+        suffixes = ", ".join(sorted({s for _, s in FORMATS.values()}))
+        raise CliError(
+            f"cannot tell the output format from the name {output!r}: give -f FORMAT "
+            f"({', '.join(FORMATS)}) or a known suffix ({suffixes})"
+        )
+    return guessed
+
+
+def session_config(opts: argparse.Namespace, fmt: str) -> Any:
+    """The checked SessionConfig for these options (ValueError names the option)."""
+    return SessionConfig(
+        interval_ms=interval_ms(opts),
+        mode=opts.mode,
+        native=opts.native,
+        output_format=fmt,
+        timer=opts.timer,
+        interpreter_frames=opts.interpreter_frames,
+        max_overhead_pct=opts.max_overhead,
+    ).validate(names={"max_overhead_pct": "--max-overhead"})
+
+
+def keep_requested_samples(profile: ProfileT, opts: argparse.Namespace) -> ProfileT:
+    """py-spy's convention: wall mode leaves idle samples out unless --idle; --gil keeps only
+    samples whose thread held the GIL."""
+    if (opts.mode == "wall" and not opts.idle) or opts.gil:
+        return profile.filter(idle=opts.idle or opts.mode != "wall", gil_only=opts.gil)
+    return profile
+
+
+def _parser() -> Parser:
+    p = Parser(
+        prog="spprof",
+        usage=USAGE,
+        description="Sampling profiler for Python: profiles every thread of a program.",
+        epilog="Options go before the program; everything after it is the program's. "
+        "See docs/usage.md.",
+    )
+    p.add_argument("--version", action="version", version=f"spprof {__version__}")
+    add_session_options(p)
+    # -m and -c end spprof's options as they end python's: the rest is the program's argv.
+    p.add_argument(
+        "-m", dest="module", nargs=argparse.REMAINDER, metavar="module", help="run a module"
+    )
+    p.add_argument("-c", dest="code", nargs=argparse.REMAINDER, metavar="code", help="run code")
+    p.add_argument("target", nargs=argparse.REMAINDER, help="script.py [args]")
+    return p
+
+
+def _target(opts: argparse.Namespace) -> tuple[str, Optional[str], list[str]]:
+    """(kind, target, program args) from the parsed command line; kind "none" when absent."""
+    rest = list(opts.target)
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    for kind, words in (("module", opts.module), ("code", opts.code)):
+        if words is not None:
+            if not words:
+                raise CliError(f"argument {'-m' if kind == 'module' else '-c'} expects a value")
+            return kind, words[0], [*words[1:], *rest]
+    if not rest:
+        return "none", None, []
+    return "script", rest[0], rest[1:]
 
 
 def _default_output(kind: str, target: str, fmt: str) -> Path:
@@ -269,9 +390,8 @@ class _Recording:
         # the program's; above the program's frames the runner's are hidden.
         profile.drop_runner_samples(lambda frame: _is_runner_file(frame.filename, files))
         profile.drop_root_frames(lambda frame: _is_runner_file(frame.filename, files))
-        if (opts.mode == "wall" and not opts.idle) or opts.gil:
-            # py-spy's convention: idle samples only on request, --gil keeps GIL holders only.
-            profile = profile.filter(idle=opts.idle or opts.mode != "wall", gil_only=opts.gil)
+        full = profile
+        profile = keep_requested_samples(profile, opts)
         try:
             written = write(profile, self._out, self._fmt)
         except OSError as exc:
@@ -283,7 +403,7 @@ class _Recording:
             return False
         if not opts.quiet:
             print(
-                summary(profile, top=max(1, opts.top), output=str(written), fmt=self._fmt),
+                summary(profile, top=opts.top, output=str(written), fmt=self._fmt, threads_of=full),
                 file=sys.stderr,
             )
         return True
@@ -292,8 +412,8 @@ class _Recording:
 def record(argv: list[str]) -> int:
     """`spprof [record] [options] target [args]`: run the target under the profiler."""
     try:
-        ours, kind, target, args = _split(argv)
-        opts = _parser().parse_args(ours)
+        opts = _parser().parse_args(argv)
+        kind, target, args = _target(opts)
         if kind == "none" or target is None:
             _parser().print_usage(sys.stderr)
             print(
@@ -301,25 +421,13 @@ def record(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        interval = _number(opts.interval)
-        fmt = (
-            check_format(opts.format)
-            if opts.format
-            else (guess_format(opts.output) if opts.output else "speedscope")
-        )
+        check_session_options(opts)
+        fmt = output_format(opts.format, opts.output)
         out = Path(opts.output) if opts.output else _default_output(kind, target, fmt)
         check_writable(out)
         # Every session option is checked before the program runs (too late at start() for
         # -m); the output path above is the CLI's own (it writes the profile itself).
-        cfg = SessionConfig(
-            interval_ms=interval,
-            mode=opts.mode,
-            native=opts.native,
-            output_format=fmt,
-            timer=opts.timer,
-            interpreter_frames=opts.interpreter_frames,
-            max_overhead_pct=opts.max_overhead,
-        ).validate(names={"max_overhead_pct": "--max-overhead"})
+        cfg = session_config(opts, fmt)
         launcher = _launcher_files()
         run = _prepare(kind, target, args)
     except (CliError, ValueError, NotImplementedError, OSError) as exc:

@@ -1,4 +1,5 @@
-"""`spprof report IN.spprof [--top N]`: print the terminal summary of a saved profile."""
+"""`spprof report IN.spprof [--top N] [--diff BASE]`: print the terminal summary of a saved
+profile, or the functions whose share of time changed most since BASE."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Optional
 
 from .._load import load
 from ..output.report import summary
+from .diff import diff_module
 from .errors import CliError, Parser, guarded
 
 
@@ -14,6 +16,11 @@ def _parser() -> Parser:
     p = Parser(prog="spprof report", description="Print the summary of a saved .spprof profile.")
     p.add_argument("input", help="a profile saved with format 'spprof' (*.spprof)")
     p.add_argument("--top", type=int, default=10, help="functions per table (default 10)")
+    p.add_argument(
+        "--diff",
+        metavar="BASE",
+        help="print the top changes from BASE (a .spprof file) to IN instead of the summary",
+    )
     return p
 
 
@@ -21,6 +28,11 @@ def _report(argv: list[str]) -> int:
     opts = _parser().parse_args(argv)
     if opts.top < 1:
         raise CliError(f"report: --top must be at least 1, got {opts.top}")
+    if opts.diff is not None:
+        diff = diff_module("report --diff")
+        base, new = load(opts.diff), load(opts.input)
+        print(str(diff.format_top_changes(diff.top_changes(base, new, limit=opts.top))))
+        return 0
     profile = load(opts.input)
     print(summary(profile, top=opts.top))
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -11,31 +11,113 @@ if TYPE_CHECKING:
 
 # Thread rows in the summary: the busiest; the rest are one line.
 THREAD_ROWS = 12
+# The function column: at most this wide, except that file:line is never cut.
+LABEL_WIDTH = 62
+# threading's start-up frames: under every thread's stack, so their total time is the thread's
+# and they would fill the total-time table with no news.
+_THREAD_STARTUP = frozenset({"_bootstrap", "_bootstrap_inner", "run"})
+# Effective rate below this share of the asked rate: the summary says what capped it.
+_RATE_NOTE_BELOW = 0.8
+# Less CPU time than this tells nothing reliable about the rate.
+_RATE_MIN_CPU_NS = 200_000_000
 
 
 def _short_path(path: str, width: int) -> str:
+    """`path` relative to the current directory if under it, with leading directories
+    replaced by ".../" until it fits `width`; the file name itself is never cut."""
     try:
         rel = os.path.relpath(path)
         if not rel.startswith(".."):
             path = rel
     except ValueError:
         pass
-    return path if len(path) <= width else "..." + path[-(width - 3) :]
+    if len(path) <= width:
+        return path
+    parts = path.split(os.sep)
+    for k in range(1, len(parts) - 1):
+        short = os.path.join("...", *parts[k:])
+        if len(short) <= width:
+            return short
+    return os.path.join("...", parts[-1])
+
+
+def _is_thread_startup(filename: str, name: str) -> bool:
+    return name in _THREAD_STARTUP and os.path.basename(filename) == "threading.py"
+
+
+def _label(qualname: str, filename: str, line: int) -> str:
+    """`qualname (file:line)`, within LABEL_WIDTH when the directory part can be shortened
+    enough; the function name, the file name and the line are never cut."""
+    if not filename:
+        return qualname
+    suffix = f":{line}"
+    where = _short_path(filename, LABEL_WIDTH - len(qualname) - 3 - len(suffix))
+    return f"{qualname} ({where}{suffix})"
 
 
 def _seconds(ns: int) -> str:
     return f"{ns / 1e9:.2f}s"
 
 
-def summary(profile: ProfileData, top: int = 10, output: str = "", fmt: str = "") -> str:
+def effective_rate(profile: ProfileData) -> Optional[float]:
+    """Samples per second of thread CPU time the timers delivered (None: not measurable).
+
+    A CPU-time timer fires on the kernel's tick, so `-i 1` on a HZ=250 kernel gives ~250
+    signals per CPU-second, not 1000. Counted from the session's signals and the CPU time of
+    every thread it watched.
+    """
+    signals = profile.stats.get("signals")
+    if not signals:
+        return None
+    cpu_ns = sum(t.cpu_ns for t in profile.threads)
+    cpu_ns += profile.stats.get("threads_unsampled_cpu_ns") or 0
+    if cpu_ns < _RATE_MIN_CPU_NS:
+        return None
+    return float(signals) * 1e9 / cpu_ns
+
+
+def _open_hint(fmt: str) -> str:
+    from .. import output  # OPEN_HINTS lives beside FORMATS (imported late: no cycle)
+
+    hints: dict[str, str] = getattr(output, "OPEN_HINTS", {})
+    return hints.get(fmt, "")
+
+
+def summary(
+    profile: ProfileData,
+    top: int = 10,
+    output: str = "",
+    fmt: str = "",
+    threads_of: Optional[ProfileData] = None,
+) -> str:
+    """The summary of `profile`. `threads_of`: the profile before the CLI dropped idle or
+    GIL-less samples, whose thread table (IDLE%, GIL%) and rates are the run's own."""
+    run = threads_of if threads_of is not None else profile
     lines: list[str] = []
     n = profile.sample_count
     total = profile.total_weight_ns or 1
+    if run.sample_count == 0:
+        why = "used less CPU time than" if profile.mode == "cpu" else "ended within"
+        lines.append(
+            f"spprof: no samples over {_seconds(profile.duration_ns)} ({profile.mode} mode, "
+            f"{profile.interval_ms:g} ms interval): the program {why} one interval"
+        )
+        _written(lines, output, fmt)
+        return "\n".join(lines)
     lines.append(
         f"spprof: {n} samples over {_seconds(profile.duration_ns)} "
         f"({profile.mode} mode, {profile.interval_ms:g} ms interval, "
         f"timer {profile.stats.get('timer', '?')}), {profile.dropped_count} dropped"
     )
+    rate = effective_rate(run)
+    # An interval the overhead budget widened is no tick's doing: no note then.
+    if rate is not None and profile.interval_ms > 0 and not profile.stats.get("interval_changes"):
+        asked = 1000.0 / profile.interval_ms
+        if rate < _RATE_NOTE_BELOW * asked:
+            lines.append(
+                f"  note: {rate:.0f} samples/s per CPU second, not {asked:.0f}: "
+                "the kernel tick (CONFIG_HZ) caps it"
+            )
     if profile.dropped_count:
         lines.append(
             "  warning: samples were dropped (see spprof.stats(): ring full / memory limit)"
@@ -43,6 +125,11 @@ def summary(profile: ProfileData, top: int = 10, output: str = "", fmt: str = ""
     unknown = profile.stats.get("unknown_frames", 0)
     if unknown:
         lines.append(f"  note: {unknown} frames could not be resolved and show as <unknown>")
+    if n == 0:
+        lines.append(
+            "  note: no sample is left in the profile: wall mode leaves idle samples out "
+            "unless --idle, --gil keeps only samples holding the GIL"
+        )
 
     lines.append("")
     lines.append(
@@ -50,7 +137,7 @@ def summary(profile: ProfileData, top: int = 10, output: str = "", fmt: str = ""
         f"{'GIL%':>6} {'IDLE%':>6}"
     )
     duration = profile.duration_ns or 1
-    ranked_threads = sorted(profile.threads, key=lambda t: t.weight_ns, reverse=True)
+    ranked_threads = sorted(run.threads, key=lambda t: t.weight_ns, reverse=True)
     for t in ranked_threads[:THREAD_ROWS]:
         name = t.name if len(t.name) <= 22 else t.name[:19] + "..."
         cpu_pct = 100.0 * t.cpu_ns / duration
@@ -84,18 +171,24 @@ def summary(profile: ProfileData, top: int = 10, output: str = "", fmt: str = ""
         lines.append(f"  Top functions by {title} time")
         lines.append(f"  {'%':>6} {'TIME':>8}  FUNCTION (FILE:LINE)")
         ranked = sorted(funcs, key=lambda f: getattr(f, key), reverse=True)
+        if key == "total_ns":
+            ranked = [f for f in ranked if not _is_thread_startup(f.filename, f.function_name)]
         for f in ranked[:top]:
             value = getattr(f, key)
             if value == 0:
                 break
-            where = _short_path(f.filename, 40) + f":{f.hottest_line}" if f.filename else ""
-            label = f"{f.qualname} ({where})" if where else f.qualname
-            if len(label) > 62:
-                label = label[:59] + "..."
+            label = _label(f.qualname, f.filename, f.hottest_line)
             lines.append(f"  {100.0 * value / total:>5.1f}% {_seconds(value):>8}  {label}")
     if output:
         lines.append("")
-        lines.append(f"  Profile written to {output} ({fmt})")
-        if fmt == "speedscope":
-            lines.append("  Open it at https://www.speedscope.app (drag and drop the file)")
+    _written(lines, output, fmt)
     return "\n".join(lines)
+
+
+def _written(lines: list[str], output: str, fmt: str) -> None:
+    if not output:
+        return
+    lines.append(f"  Profile written to {output} ({fmt})")
+    hint = _open_hint(fmt)  # "open it with ...": a sentence of its own here
+    if hint:
+        lines.append(f"  {hint[:1].upper()}{hint[1:]}")
