@@ -80,7 +80,7 @@ def format_top_changes(changes: list[Change]) -> str:
             + (f" ({where})" if where else "")
         )
     if not changes:
-        lines.append("  (no samples in either profile)")
+        lines.append("  (no function's share of self time changed)")
     return "\n".join(lines) + "\n"
 
 
