@@ -467,6 +467,14 @@ def test_refused_options_are_one_line_errors_before_the_program_runs(args, messa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_name_with_no_suffix_gets_speedscope(tmp_path):
+    # Only an unknown suffix is refused: `-o profile` (like /dev/null) is speedscope.
+    r = run_python("-m", "spprof", "-q", "-o", "profile", TARGET, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "profile").read_text())
+    assert doc["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+
+
 def test_convert_refuses_an_unknown_suffix(tmp_path):
     src = tmp_path / "p.spprof"
     r = run_python("-m", "spprof", "-q", "-o", str(src), TARGET)

@@ -165,6 +165,7 @@ def output_format(fmt: Optional[str], output: Optional[str]) -> str:
     """The format -f names, else the one -o's suffix names, else speedscope.
 
     A suffix no format claims is an error: a speedscope file named x.svg would open nowhere.
+    A name with no suffix at all (/dev/null, a FIFO, `profile`) gets speedscope.
     """
     if fmt:
         return check_format(fmt)
@@ -172,7 +173,8 @@ def output_format(fmt: Optional[str], output: Optional[str]) -> str:
         return "speedscope"
     guessed = guess_format(output)
     # guess_format falls back to speedscope; only a .json name really asks for it.
-    if guessed == "speedscope" and not output.lower().endswith(".json"):
+    suffix = os.path.splitext(os.path.basename(output))[1]
+    if guessed == "speedscope" and suffix and suffix.lower() != ".json":
         suffixes = ", ".join(sorted({s for _, s in FORMATS.values()}))
         raise CliError(
             f"cannot tell the output format from the name {output!r}: give -f FORMAT "
