@@ -106,7 +106,7 @@ clean:
 # Benchmarks (docs/performance.md). One venv; the other profilers are optional: a column whose
 # tool is missing (or, for py-spy, cannot ptrace here) is skipped and says why.
 BENCH_DEPS := $(DEV_DEPS)
-BENCH_TOOLS := pyinstrument==5.1.3 yappi==1.7.6 py-spy==0.4.3
+BENCH_TOOLS := pyinstrument==5.1.3 yappi==1.7.6 py-spy==0.4.3 austin-dist==4.0.0 scalene==2.4.0
 define bench_venv
 v=$(VENVS)/bench; [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
 $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \

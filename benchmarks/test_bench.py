@@ -5,7 +5,8 @@ These run in the pytest process (a profiler's state could leak from one benchmar
 next; spprof's, cProfile's and pyinstrument's do not, as far as these tests see), so they are
 per-call timings for tracking, not the overhead figures: those come from
 `python -m benchmarks.run` (fresh process per measurement, interleaved with baselines).
-py-spy runs out of process and is only in the runner's table.
+py-spy and Austin (out of process) and Scalene (it runs the program) are only in the runner's
+table.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import spprof
 from benchmarks import tools
 from benchmarks.workloads import WORKLOADS
 
-IN_PROCESS = [tools.BASELINE] + [c for c in tools.CONFIGS if not c.out_of_process]
+IN_PROCESS = [tools.BASELINE] + [
+    c for c in tools.CONFIGS if not c.out_of_process and not c.wraps_child
+]
 
 
 @pytest.mark.parametrize("config", IN_PROCESS, ids=[c.key for c in IN_PROCESS])
