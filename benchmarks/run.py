@@ -1,7 +1,7 @@
 """The benchmark runner: the overhead table and the micro-figures of docs/performance.md.
 
-    python -m benchmarks.run                 # full run (about 30 minutes on 2 cores)
-    python -m benchmarks.run --smoke         # every measurement once, tiny sizes (< 60 s)
+    python -m benchmarks.run                 # full run (about 80 minutes on 2 cores)
+    python -m benchmarks.run --smoke         # every measurement once, tiny sizes (~90 s)
     python -m benchmarks.run --workloads nbody,json --repeats 7 --no-micro
 
 Overhead: every measurement is a fresh process (benchmarks/child.py) that times only the
@@ -752,6 +752,20 @@ def _markdown_exact(report: dict) -> list:
                 ),
                 "",
             ]
+    eh = report.get("exact_handler")
+    if eh:
+        cells = [
+            f"depth {d}: {r['instructions_per_capture']} instructions per capture "
+            f"({r['samples']} captures)"
+            for d, r in eh.items()
+            if r.get("instructions_per_capture")
+        ]
+        if cells:
+            lines += [
+                "The handler alone (callgrind, `capture_into` inclusive, CPU mode, "
+                f"Python {next(iter(eh.values()))['python']}): " + "; ".join(cells) + ".",
+                "",
+            ]
     k = report.get("kernel")
     if k:
         if "skipped" in k:
@@ -887,6 +901,14 @@ def main(argv: Optional[list] = None) -> int:
         from benchmarks import exact
 
         report["exact"] = exact.measure(args.exact_workloads.split(","), args.smoke, log)
+        from benchmarks import callgrind_handler
+
+        # The handler alone (capture_into inclusive) per depth, CPU mode at 1 kHz.
+        report["exact_handler"] = {}
+        for depth in (50,) if args.smoke else (10, 50, 200):
+            r = callgrind_handler.instructions_per_capture(depth, 0.2 if args.smoke else 2.0, 1000)
+            report["exact_handler"][depth] = r
+            log(f"callgrind handler depth {depth}: {r}")
     if not args.no_kernel:
         from benchmarks import kernel
 
