@@ -42,8 +42,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parent.parent
-# Sizes: ~0.2 s of native CPU each (a tenth of the overhead table's), ~15 s under callgrind.
-SIZES = {"nbody": 64, "deep_stack": 50, "recursion": 320}
+# Sizes under callgrind: ~0.05 s of native CPU (the handler's count is exact whatever the
+# number of captures); natively NATIVE_SCALE times more, for steady capture rates.
+SIZES = {"nbody": 16, "deep_stack": 12, "recursion": 80}
+NATIVE_SCALE = 8
 SMOKE_SIZES = {"nbody": 2, "deep_stack": 2, "recursion": 4}
 # "empty": unprofiled at size 0, the interpreter's start-up and imports, subtracted from "none".
 CONFIGS = ("empty", "none", "cpu-1", "cpu-100", "cpu-1000", "wall-1", "wall-100", "wall-1000")
@@ -93,13 +95,34 @@ def _env() -> dict[str, str]:
 
 
 def _thread_totals(prefix: str) -> list[int]:
-    """Ir of each thread's callgrind file (`prefix-01`, `-02`, ...), in thread order."""
+    """Ir of each thread's callgrind file (`prefix-01`, `-02`, ...), in thread order.
+
+    `totals:` (every cost in the file), not `summary:`, which leaves out what ran in signal
+    handler context: the handler itself."""
     totals = []
     for path in sorted(glob.glob(prefix + "-*")):
         text = Path(path).read_text(errors="replace")
-        m = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
+        m = re.search(r"^totals:\s*(\d+)", text, re.M)
         totals.append(int(m.group(1)) if m else 0)
     return totals
+
+
+def _handler_inclusive(path: str) -> int:
+    """Inclusive Ir of spprof's signal handler (on_sample_signal) in one thread's file."""
+    if shutil.which("callgrind_annotate") is None:
+        return 0
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    best = 0
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+)\s.*signal_handler\.cpp:spprof::on_sample_signal\(", line)
+        if m:
+            best = max(best, int(m.group(1).replace(",", "")))
+    return best
 
 
 def under_callgrind(workload: str, size: int, config: str) -> dict[str, Any]:
@@ -124,6 +147,8 @@ def under_callgrind(workload: str, size: int, config: str) -> dict[str, Any]:
             raise RuntimeError(f"callgrind run failed: {run.stderr[-500:]}")
         res: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
         threads = _thread_totals(prefix)
+        first = sorted(glob.glob(prefix + "-*"))
+        res["ir_handler"] = _handler_inclusive(first[0]) if first and config != "none" else 0
     # Thread 1 is the main thread (the workload); the others are spprof's (drain, census):
     # these workloads start no threads of their own.
     res["ir_threads"] = threads
@@ -181,7 +206,12 @@ def analyse(vg: dict[str, dict[str, Any]], nat: dict[str, dict[str, Any]]) -> di
             if hi is None:
                 continue
             caps = hi["signals"] - low["signals"]
-            per_capture = _per(hi["ir_main"] - low["ir_main"], caps)
+            # The handler, exactly: its inclusive count over the signals it ran for.
+            per_capture = _per(hi.get("ir_handler", 0), hi["signals"])
+            # Everything the workload thread did more than at 1 Hz, per capture: the handler
+            # plus the GIL hand-offs to the drain, whose passes follow wall time (so differ
+            # from run to run under valgrind): a cross-check, not exact.
+            main_per_capture = _per(hi["ir_main"] - low["ir_main"], caps)
             # Profiler threads: passes cost a + records x b. Two runs, two unknowns.
             d_passes = hi["drains"] - low["drains"]
             d_records = hi["records_drained"] - low["records_drained"]
@@ -205,6 +235,10 @@ def analyse(vg: dict[str, dict[str, Any]], nat: dict[str, dict[str, Any]]) -> di
             out["modes"][f"{mode}-{rate}"] = {
                 "captures": caps,
                 "ir_per_capture": per_capture,
+                "ir_main_added_per_capture": main_per_capture,
+                "signals": hi["signals"],
+                "drains": hi["drains"],
+                "drains_at_1hz": low["drains"],
                 "ir_fixed_start_stop": fixed,
                 "ir_per_pass_or_census": per_pass,
                 "ir_per_record": per_record,
@@ -225,7 +259,12 @@ def measure(workloads: list[str], smoke: bool, log: Any = None) -> dict[str, Any
     out: dict[str, Any] = {}
     for w in workloads:
         vg = {c: under_callgrind(w, sizes[w], c) for c in configs}
-        nat = {c: native(w, sizes[w], c, 1 if smoke else 5) for c in configs if c != "empty"}
+        scale = 1 if smoke else NATIVE_SCALE
+        nat = {
+            c: native(w, sizes[w] * scale, c, 1 if smoke else 5) for c in configs if c != "empty"
+        }
+        # The unprofiled native CPU of the callgrind size, for the workload's Ir per second.
+        nat["none"]["cpu_s"] /= scale
         res = {"size": sizes[w], "callgrind": vg, "native": nat, **analyse(vg, nat)}
         out[w] = res
         if log:

@@ -723,21 +723,25 @@ def _markdown_exact(report: dict) -> list:
             lines += [f"Exact counts: skipped ({ex['skipped']}).", ""]
         else:
             lines += [
-                "(a) User-space cost counted by callgrind (instructions, deterministic): the "
-                "workload thread's added instructions per capture (1 Hz run subtracted), the "
-                "profiler threads' per pass/census and per record, start+stop once, and the "
-                "share of the workload's instructions per native CPU second at the native "
-                "capture rate:",
+                "(a) User-space cost counted by callgrind (instructions, deterministic): "
+                "spprof's signal handler per capture (`on_sample_signal` inclusive / signals), "
+                "everything the workload thread did more than in the 1 Hz run per extra "
+                "capture (handler + GIL hand-offs to the drain, whose passes follow wall time: "
+                "a cross-check), the profiler threads' Ir per pass or census and per record, "
+                "start+stop once, and the shares of the workload's instructions per native CPU "
+                "second at the native capture rate:",
                 "",
-                "| workload | mode | captures | Ir/capture | Ir/pass or census | Ir/record "
-                "| start+stop Ir | native captures/s | handler share | threads share |",
-                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+                "| workload | mode | signals | handler Ir/capture | thread Ir/extra capture "
+                "| Ir/pass or census | Ir/record | start+stop Ir | native captures/s "
+                "| handler share | threads share |",
+                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
             ]
             for name, res in ex.items():
                 for cfg, m in res["modes"].items():
                     lines.append(
-                        f"| {name} | {cfg.replace('-', ' ')} Hz | {m['captures']} | "
+                        f"| {name} | {cfg.replace('-', ' ')} Hz | {m['signals']} | "
                         f"{_f(m['ir_per_capture'], '%.0f')} | "
+                        f"{_f(m['ir_main_added_per_capture'], '%.0f')} | "
                         f"{_f(m['ir_per_pass_or_census'], '%.0f')} | "
                         f"{_f(m['ir_per_record'], '%.0f')} | {m['ir_fixed_start_stop']:,} | "
                         f"{_f(m['native_captures_per_s'], '%.0f')} | "

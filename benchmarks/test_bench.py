@@ -85,8 +85,9 @@ def test_runner_smoke_parses(tmp_path):
 
 
 def test_exact_analysis_divides_added_instructions_by_captures():
-    """Ir per capture = (main Ir at the rate - at 1 Hz) / (captures at the rate - at 1 Hz);
-    the threads' Ir split into per pass and per record; shares per native CPU second."""
+    """Handler Ir per capture = its inclusive count / signals; the thread's added Ir per extra
+    capture = (main Ir at the rate - at 1 Hz) / (captures at the rate - at 1 Hz); the threads'
+    Ir split into per pass and per record; shares per native CPU second."""
     from benchmarks import exact
 
     def run(main: int, others: int, signals: int, drains: int, records: int) -> dict:
@@ -102,7 +103,7 @@ def test_exact_analysis_divides_added_instructions_by_captures():
         "empty": run(1_000, 0, 0, 0, 0),
         "none": run(1_001_000, 0, 0, 0, 0),
         "cpu-1": run(1_101_000, 500, 0, 5, 0),
-        "cpu-100": run(1_201_000, 2_500, 100, 10, 100),
+        "cpu-100": dict(run(1_201_000, 2_500, 100, 10, 100), ir_handler=90_000),
     }
     nat = {
         "none": {"cpu_s": 0.5},
@@ -110,12 +111,13 @@ def test_exact_analysis_divides_added_instructions_by_captures():
     }
     m = exact.analyse(vg, nat)["modes"]["cpu-100"]
     assert m["captures"] == 100
-    assert m["ir_per_capture"] == 1_000
+    assert m["ir_per_capture"] == 900  # the handler's inclusive count / its signals
+    assert m["ir_main_added_per_capture"] == 1_000
     assert m["ir_fixed_start_stop"] == 100_500
     assert m["ir_per_pass_or_census"] == 100
     assert m["ir_per_record"] == 15  # (2,500 - 10 passes x 100) / 100 records
-    # 1,000,000 workload Ir in 0.5 s: 2e6 Ir per second; 100 captures x 1,000 Ir = 5 %.
-    assert m["handler_pct"] == 5.0
+    # 1,000,000 workload Ir in 0.5 s: 2e6 Ir per second; 100 captures x 900 Ir = 4.5 %.
+    assert m["handler_pct"] == 4.5
     assert abs(m["threads_pct"] - 100 * (4 * 100 + 100 * 15) / 2e6) < 1e-9
 
 
