@@ -107,9 +107,11 @@ clean:
 	rm -rf build $(VENVS) src/spprof/*.so demo.speedscope.json
 
 # Benchmarks (docs/performance.md). One venv; the other profilers are optional: a column whose
-# tool is missing (or, for py-spy, cannot ptrace here) is skipped and says why.
+# tool is missing (or, for py-spy and Austin, cannot ptrace here) is skipped and says why.
+# austin-dist 3.7.0: 4.0.0's binary needs glibc 2.38 (Debian 12 has 2.36). The exact counts need
+# valgrind (Debian package; skipped and said so without it), the kernel figures a C compiler.
 BENCH_DEPS := $(DEV_DEPS)
-BENCH_TOOLS := pyinstrument==5.1.3 yappi==1.7.6 py-spy==0.4.3
+BENCH_TOOLS := pyinstrument==5.1.3 yappi==1.7.6 py-spy==0.4.3 austin-dist==3.7.0 scalene==2.4.0
 define bench_venv
 v=$(VENVS)/bench; [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
 $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
@@ -118,7 +120,8 @@ $$v/bin/python -m pip install -q $(BENCH_TOOLS) || echo "bench: optional profile
 SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps .
 endef
 
-# Full run: pytest-benchmark timings, then the overhead table and micro-figures (about 50 min).
+# Full run: pytest-benchmark timings, then the overhead table, micro-figures, callgrind counts,
+# kernel signal costs and the interleaved A/B (about 90 min on an idle 2-core machine).
 bench:
 	@set -e; $(bench_venv); \
 	SPPROF_BENCH_SIZE=quick $$v/bin/python -m pytest -q -p no:cacheprovider benchmarks --benchmark-only $(PYTEST_ARGS); \
@@ -127,7 +130,7 @@ bench:
 	  --output benchmarks/results/latest.md --json benchmarks/results/latest.json; \
 	cat benchmarks/results/latest.md
 
-# CI: every benchmark once at tiny sizes, no thresholds, so they never rot (under a minute).
+# CI: every benchmark once at tiny sizes, no thresholds, so they never rot (about 2 minutes).
 bench-smoke:
 	@set -e; $(bench_venv); \
 	SPPROF_BENCH_SIZE=smoke $$v/bin/python -m pytest -q -p no:cacheprovider benchmarks --benchmark-disable $(PYTEST_ARGS); \

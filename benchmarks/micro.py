@@ -164,6 +164,7 @@ def profiler_threads(mode: str, rate_hz: int, seconds: float, sleepers: int) -> 
         "mode": mode,
         "rate_hz": rate_hz,
         "sleepers": sleepers,
+        "busy_cpu_s": seconds,
         "elapsed_s": elapsed,
         "profiler_threads": len(ours),
         "profiler_cpu_ns": used,

@@ -5,7 +5,8 @@ These run in the pytest process (a profiler's state could leak from one benchmar
 next; spprof's, cProfile's and pyinstrument's do not, as far as these tests see), so they are
 per-call timings for tracking, not the overhead figures: those come from
 `python -m benchmarks.run` (fresh process per measurement, interleaved with baselines).
-py-spy runs out of process and is only in the runner's table.
+py-spy and Austin (out of process) and Scalene (it runs the program) are only in the runner's
+table.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import spprof
 from benchmarks import tools
 from benchmarks.workloads import WORKLOADS
 
-IN_PROCESS = [tools.BASELINE] + [c for c in tools.CONFIGS if not c.out_of_process]
+IN_PROCESS = [tools.BASELINE] + [
+    c for c in tools.CONFIGS if not c.out_of_process and not c.wraps_child
+]
 
 
 @pytest.mark.parametrize("config", IN_PROCESS, ids=[c.key for c in IN_PROCESS])
@@ -68,6 +71,9 @@ def test_runner_smoke_parses(tmp_path):
             "--configs",
             "spprof-cpu-1000",
             "--no-micro",
+            "--no-exact",
+            "--no-kernel",
+            "--no-ab",
             "--output",
             str(tmp_path / "out.md"),
             "--json",
@@ -76,3 +82,51 @@ def test_runner_smoke_parses(tmp_path):
     )
     assert rc == 0
     assert "| json |" in (tmp_path / "out.md").read_text()
+
+
+def test_exact_analysis_divides_added_instructions_by_captures():
+    """Handler Ir per capture = its inclusive count / signals; the thread's added Ir per extra
+    capture = (main Ir at the rate - at 1 Hz) / (captures at the rate - at 1 Hz); the threads'
+    Ir split into per pass and per record; shares per native CPU second."""
+    from benchmarks import exact
+
+    def run(main: int, others: int, signals: int, drains: int, records: int) -> dict:
+        return {
+            "ir_main": main,
+            "ir_others": others,
+            "signals": signals,
+            "drains": drains,
+            "records_drained": records,
+        }
+
+    vg = {
+        "empty": run(1_000, 0, 0, 0, 0),
+        "none": run(1_001_000, 0, 0, 0, 0),
+        "cpu-1": run(1_101_000, 500, 0, 5, 0),
+        "cpu-100": dict(run(1_201_000, 2_500, 100, 10, 100), ir_handler=90_000),
+    }
+    nat = {
+        "none": {"cpu_s": 0.5},
+        "cpu-100": {"signals_per_s": 100.0, "drains_per_s": 4.0, "records_drained_per_s": 100.0},
+    }
+    m = exact.analyse(vg, nat)["modes"]["cpu-100"]
+    assert m["captures"] == 100
+    assert m["ir_per_capture"] == 900  # the handler's inclusive count / its signals
+    assert m["ir_main_added_per_capture"] == 1_000
+    assert m["ir_fixed_start_stop"] == 100_500
+    assert m["ir_per_pass_or_census"] == 100
+    assert m["ir_per_record"] == 15  # (2,500 - 10 passes x 100) / 100 records
+    # 1,000,000 workload Ir in 0.5 s: 2e6 Ir per second; 100 captures x 900 Ir = 4.5 %.
+    assert m["handler_pct"] == 4.5
+    assert abs(m["threads_pct"] - 100 * (4 * 100 + 100 * 15) / 2e6) < 1e-9
+
+
+def test_bootstrap_interval_brackets_the_median():
+    import random
+
+    from benchmarks import ab
+
+    values = [1.0 + 0.01 * ((i * 7) % 13) for i in range(60)]
+    med, lo, hi = ab.bootstrap_median(values, random.Random(3), 500)
+    assert lo <= med <= hi
+    assert lo > min(values) and hi < max(values)

@@ -2,8 +2,10 @@
 
 A `Config` names one profiler at one rate. `start(config)` begins profiling in this process and
 returns a function that stops it and returns a small dict of what the profiler reports
-(samples, distinct stacks, ...). py-spy runs out of process: the runner attaches it to the
-child by pid (`config.out_of_process`), so `start()` does nothing for it here.
+(samples, distinct stacks, ...). py-spy and Austin run out of process: the runner attaches them
+to the child by pid (`config.out_of_process`), so `start()` does nothing for them here. Scalene
+runs the child itself (`scalene run ... benchmarks/child.py`, `config.wraps_child`), profiling
+from the first line, so `start()` does nothing for it either.
 
 cProfile and yappi are deterministic (every call is traced), so they have no rate. pyinstrument
 runs at the interval asked; it samples the thread that started it only, as its users run it.
@@ -19,7 +21,7 @@ from typing import Callable, NamedTuple, Optional
 
 
 class Config(NamedTuple):
-    tool: str  # none, spprof, cProfile, pyinstrument, yappi, py-spy
+    tool: str  # none, spprof, cProfile, pyinstrument, yappi, py-spy, austin, scalene
     rate_hz: int = 0  # 0 for deterministic profilers and the baseline
     mode: str = ""  # spprof: cpu, wall or native
 
@@ -38,7 +40,11 @@ class Config(NamedTuple):
 
     @property
     def out_of_process(self) -> bool:
-        return self.tool == "py-spy"
+        return self.tool in ("py-spy", "austin")
+
+    @property
+    def wraps_child(self) -> bool:
+        return self.tool == "scalene"
 
     @staticmethod
     def parse(key: str) -> Config:
@@ -60,6 +66,8 @@ CONFIGS = (
     Config("pyinstrument", 1000),  # its default interval (1 ms)
     Config("yappi"),  # wall clock (its cpu clock costs a syscall per call), all threads
     Config("py-spy", 100),  # its default rate
+    Config("austin", 100),  # -i 10ms (its default is 100 us); wall-time mode, its default
+    Config("scalene", 100),  # run --cpu-only, its default CPU sampling interval (10 ms)
 )
 
 
@@ -69,10 +77,28 @@ def py_spy_path() -> Optional[str]:
     return here or shutil.which("py-spy")
 
 
+def austin_path() -> Optional[str]:
+    """Austin's binary (from the austin-dist wheel) next to this interpreter, else on PATH."""
+    here = shutil.which("austin", path=str(__import__("pathlib").Path(sys.executable).parent))
+    return here or shutil.which("austin")
+
+
 def available(config: Config) -> Optional[str]:
     """None if `config` can run here, else why not (a short phrase for the table)."""
     if config.tool == "py-spy":
         return None if py_spy_path() else "py-spy not installed"
+    if config.tool == "austin":
+        exe = austin_path()
+        if exe is None:
+            return "austin not installed (PyPI austin-dist)"
+        import subprocess
+
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
+        if out.returncode != 0:  # e.g. a wheel built against a newer glibc than this one
+            return "austin does not run here: " + (out.stderr or out.stdout).strip()[-160:]
+        return None
+    if config.tool == "scalene" and importlib.util.find_spec("scalene") is None:
+        return "scalene not installed"
     if config.tool in ("pyinstrument", "yappi") and importlib.util.find_spec(config.tool) is None:
         return f"{config.tool} not installed"
     if config.tool == "spprof" and config.mode == "native":
@@ -88,7 +114,7 @@ def available(config: Config) -> Optional[str]:
 
 def start(config: Config) -> Callable[[], dict]:
     """Start profiling this process as `config` says; returns the stop function."""
-    if config.tool in ("none", "py-spy"):
+    if config.tool in ("none", "py-spy", "austin", "scalene"):
         return dict
     if config.tool == "spprof":
         import spprof
