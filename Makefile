@@ -7,8 +7,8 @@ PYTHONS ?= $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
            done | sed 's|$$|/bin/python|')
 # CPython 3.14 and 3.15 are not in pyenv here: Debian's packages (unstable), unpacked into a
 # sysroot under build/ by `make pythons-debian` and run through the sysroot's own loader.
-# DEBIAN_PYTHONS= leaves them out.
-DEBIAN_PYTHONS ?= 3.14 3.15
+# DEBIAN_PYTHONS= leaves them out; the sysroot is amd64, so other machines leave them out too.
+DEBIAN_PYTHONS ?= $(if $(filter x86_64,$(shell uname -m)),3.14 3.15)
 DEBIAN_SYSROOT := build/sysroot/unstable-amd64
 DEBIAN_MULTIARCH := x86_64-linux-gnu
 DEBIAN_LOADER := ld-linux-x86-64.so.2
@@ -94,10 +94,12 @@ pythons-debian:
 	  $(foreach v,$(DEBIAN_PYTHONS),python$(v) libpython$(v)-dev python$(v)-venv); \
 	root=$(CURDIR)/$(DEBIAN_SYSROOT); lib=$$root/usr/lib/$(DEBIAN_MULTIARCH); \
 	for v in $(DEBIAN_PYTHONS); do \
-	  patchelf --set-interpreter $$lib/$(DEBIAN_LOADER) --force-rpath --set-rpath $$lib $$root/usr/bin/python$$v; \
+	  py=$$root/usr/bin/python$$v; \
+	  [ "$$(patchelf --print-interpreter $$py):$$(patchelf --print-rpath $$py)" = "$$lib/$(DEBIAN_LOADER):$$lib" ] || \
+	    patchelf --set-interpreter $$lib/$(DEBIAN_LOADER) --force-rpath --set-rpath $$lib $$py; \
 	  mkdir -p $$root-include/$(DEBIAN_MULTIARCH); \
 	  ln -sfn $$root/usr/include/$(DEBIAN_MULTIARCH)/python$$v $$root-include/$(DEBIAN_MULTIARCH)/python$$v; \
-	  $$root/usr/bin/python$$v -c 'import sys; print("pythons-debian:", sys.executable, sys.version.split()[0])'; \
+	  $$py -c 'import sys; print("pythons-debian:", sys.executable, sys.version.split()[0])'; \
 	done
 
 # AddressSanitizer + UBSan build of the extension; the interpreter preloads the runtime.
