@@ -5,6 +5,14 @@ PYENV_ROOT ?= $(HOME)/.pyenv
 PYTHONS ?= $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
              ls -d $(PYENV_ROOT)/versions/$$m.* 2>/dev/null | grep -E "/$$m\.[0-9]+$$" | sort -V | tail -n 1; \
            done | sed 's|$$|/bin/python|')
+# CPython 3.14 and 3.15 are not in pyenv here: Debian's packages (unstable), unpacked into a
+# sysroot under build/ by `make pythons-debian` and run through the sysroot's own loader.
+# DEBIAN_PYTHONS= leaves them out; the sysroot is amd64, so other machines leave them out too.
+DEBIAN_PYTHONS ?= $(if $(filter x86_64,$(shell uname -m)),3.14 3.15)
+DEBIAN_SYSROOT := build/sysroot/unstable-amd64
+DEBIAN_MULTIARCH := x86_64-linux-gnu
+DEBIAN_LOADER := ld-linux-x86-64.so.2
+PYTHONS += $(foreach v,$(DEBIAN_PYTHONS),$(CURDIR)/$(DEBIAN_SYSROOT)/usr/bin/python$(v))
 PYTHON ?= python3
 VENVS := .venvs
 # Pinned, so that a new release cannot turn CI red by itself. 3.9 gets the last releases that
@@ -31,6 +39,8 @@ NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
+
+.PHONY: pythons-debian
 .PHONY: demo test native-test native-test-asan test-python test-asan test-thirdparty lint bench bench-smoke darwin-check clean
 
 # Install spprof for the default interpreter and profile the bundled example.
@@ -56,14 +66,43 @@ native-test-asan:
 
 test-python:
 	@set -e; [ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.9-3.13 found under $(PYENV_ROOT)"; exit 1; }; \
+	case "$(PYTHONS)" in *$(DEBIAN_SYSROOT)*) $(MAKE) --no-print-directory pythons-debian ;; esac; \
 	for py in $(PYTHONS); do \
 	  ver=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); v=$(VENVS)/$$ver; \
-	  echo "=== CPython $$ver ($$py)"; \
-	  [ -x $$v/bin/python ] || $$py -m venv $$v; \
+	  echo "=== CPython $$ver ($$py)"; flags=; \
+	  case $$py in $(CURDIR)/$(DEBIAN_SYSROOT)/*) \
+	    flags=-I$(CURDIR)/$(DEBIAN_SYSROOT)-include; \
+	    [ -x $$v/bin/python ] || { $$py -m venv --without-pip $$v && \
+	      whl=$$(ls $(DEBIAN_SYSROOT)/usr/share/python-wheels/pip-*.whl) && $$v/bin/python $$whl/pip install -q --no-index $$whl; } ;; \
+	  *) [ -x $$v/bin/python ] || $$py -m venv $$v ;; \
+	  esac; \
 	  $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
 	  $$v/bin/python -m pip install -q $(DEV_DEPS); \
-	  SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
-	  (cd tests && ../$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .); \
+	  CPPFLAGS=$$flags SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+	  (cd tests && CPPFLAGS=$$flags $(CURDIR)/$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .); \
+	done
+
+# Debian's CPython 3.14 and 3.15 (python3.X, libpython3.X-dev for the headers, python3.X-venv
+# for ensurepip and pip's wheel) and every library they need, unpacked into $(DEBIAN_SYSROOT)
+# (tests/tools/debian_sysroot.py: a private apt configuration; nothing is installed into the
+# system). Each interpreter is then given the sysroot's loader and library path (patchelf), so
+# that it, its venvs and its subprocesses run on the sysroot's libc. Debian's pyconfig.h
+# includes <x86_64-linux-gnu/python3.X/pyconfig.h>: $(DEBIAN_SYSROOT)-include holds just that,
+# for -I (the sysroot's own /usr/include would bring its libc headers). Needs apt-get,
+# dpkg-deb, patchelf and the network on the first run; a no-op once done.
+pythons-debian:
+	@set -e; [ -n "$(strip $(DEBIAN_PYTHONS))" ] || exit 0; \
+	command -v patchelf >/dev/null || { echo "pythons-debian: needs patchelf (apt-get install patchelf)"; exit 1; }; \
+	$(PYTHON) tests/tools/debian_sysroot.py --suite unstable --arch amd64 --dest $(DEBIAN_SYSROOT) libstdc++6 \
+	  $(foreach v,$(DEBIAN_PYTHONS),python$(v) libpython$(v)-dev python$(v)-venv); \
+	root=$(CURDIR)/$(DEBIAN_SYSROOT); lib=$$root/usr/lib/$(DEBIAN_MULTIARCH); \
+	for v in $(DEBIAN_PYTHONS); do \
+	  py=$$root/usr/bin/python$$v; \
+	  [ "$$(patchelf --print-interpreter $$py):$$(patchelf --print-rpath $$py)" = "$$lib/$(DEBIAN_LOADER):$$lib" ] || \
+	    patchelf --set-interpreter $$lib/$(DEBIAN_LOADER) --force-rpath --set-rpath $$lib $$py; \
+	  mkdir -p $$root-include/$(DEBIAN_MULTIARCH); \
+	  ln -sfn $$root/usr/include/$(DEBIAN_MULTIARCH)/python$$v $$root-include/$(DEBIAN_MULTIARCH)/python$$v; \
+	  $$py -c 'import sys; print("pythons-debian:", sys.executable, sys.version.split()[0])'; \
 	done
 
 # AddressSanitizer + UBSan build of the extension; the interpreter preloads the runtime.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -52,6 +53,14 @@ def _headers() -> list[str]:
 def _flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
 
+
+if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    # The frame walker reads the GIL build's structures (free-threaded frames and code objects
+    # differ): refuse here, with the reason, rather than in the middle of the compile.
+    raise SystemExit(
+        "spprof does not support free-threaded CPython (3.13t/3.14t/3.15t) yet: "
+        "install it into a default (GIL) CPython"
+    )
 
 compile_args = ["-std=c++17", "-fvisibility=hidden"]
 link_args: list[str] = []

@@ -8,6 +8,7 @@ import ctypes.util
 import hashlib
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -60,6 +61,9 @@ def cb_ext(tmp_path_factory):
             "-fomit-frame-pointer",
             "-fno-optimize-sibling-calls",
             "-I" + sysconfig.get_paths()["include"],
+            # where `make test` builds for an interpreter from a sysroot (CPython 3.14/3.15),
+            # the headers the interpreter's own include dir points to
+            *shlex.split(os.environ.get("CPPFLAGS", "")),
             str(src),
             "-o",
             str(out),

@@ -18,10 +18,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "harness.h"
 #include "platform/platform.h"
 #include "unwind/eval_ranges.h"
+#include "unwind/split_parts.h"
 #include "unwind/symbolizer.h"
 #include "unwind/ucontext_regs.h"
 #include "unwind/unwind_tables.h"
@@ -323,7 +325,7 @@ TEST(unwind_eval_ranges_libpython) {
     }
     Symbolizer sym;
     EvalRanges r;
-    const Error err = find_eval_ranges(sym, &r);
+    const Error err = find_eval_ranges(sym, nullptr, &r);
     CHECK(err.ok());
     CHECK(r.count >= 2);  // the function and its .cold part
     void* main_part = dlsym(h, "_PyEval_EvalFrameDefault");
@@ -348,5 +350,81 @@ TEST(unwind_eval_ranges_libpython) {
     Fde f;
     CHECK(mod != nullptr &&
           find_fde(mod->eh, mod->cfi_range, reinterpret_cast<uintptr_t>(main_part) + 64, &f) == CfiResult::kOk);
+
     // libpython stays loaded for the rest of the run (dlclose of libpython is not supported).
+}
+
+// A function that gcc splits: the unlikely branch goes to spprof_split_me.cold (-O2 turns on
+// -freorder-blocks-and-partition; the test binary is built at -O1).
+__attribute__((cold, noinline)) int spprof_split_rare(int x) { return x * 3 + 1; }
+extern "C" __attribute__((noinline, optimize("O2", "reorder-blocks-and-partition"))) int spprof_split_me(
+    int n, int (*cb)(int)) {
+    int s = 0;
+    for (int i = 0; i < n; ++i) {
+        if (__builtin_expect(i == 12345, 0)) s += spprof_split_rare(i) + cb(i);
+        s += i;
+    }
+    return s;
+}
+
+// Without the symbol table (a stripped image), a function's .cold part is found again from
+// the main part's jumps and the unwind data: the range .symtab names, nothing else.
+TEST(split_parts_found_without_symbols) {
+    CHECK_EQ(spprof_split_me(3, nullptr), 3);
+    Symbolizer sym;
+    std::vector<FunctionRange> named;
+    const uintptr_t main_part = reinterpret_cast<uintptr_t>(&spprof_split_me);
+    CHECK(sym.find_functions(main_part, "spprof_split_me", &named).ok());
+    EvalRanges r;
+    const FunctionRange* cold = nullptr;
+    for (const FunctionRange& fr : named) {
+        if (fr.lo == main_part) {
+            r.lo[0] = fr.lo;
+            r.hi[0] = fr.hi;
+            r.count = 1;
+        }
+        if (fr.name == "spprof_split_me.cold") cold = &fr;
+    }
+    CHECK_EQ(r.count, 1u);
+    CHECK(cold != nullptr);
+    UnwindTables tables;
+    CHECK(tables.refresh().ok());
+    CHECK_EQ(find_split_parts(*tables.current(), r.lo[0], r.hi[0], &r), 1u);
+    CHECK_EQ(r.count, 2u);
+    CHECK(cold != nullptr && r.lo[1] == cold->lo && r.hi[1] == cold->hi);
+    // A function without a split part gains nothing: its calls and tail jumps lead to
+    // functions, whose unwind data starts like a function's.
+    EvalRanges plain;
+    plain.lo[0] = reinterpret_cast<uintptr_t>(&spprof_chain_b);
+    std::vector<FunctionRange> b;
+    CHECK(sym.find_functions(plain.lo[0], "spprof_chain_b", &b).ok() && !b.empty());
+    plain.hi[0] = b.empty() ? plain.lo[0] + 1 : b[0].hi;
+    plain.count = 1;
+    CHECK_EQ(find_split_parts(*tables.current(), plain.lo[0], plain.hi[0], &plain), 0u);
+}
+
+// The branch scan over hand-made code: what it reads as direct jumps, and where they go.
+TEST(split_parts_scan_direct_branches) {
+    DirectBranch out[8];
+#if defined(__x86_64__)
+    // jmp -0x100; jne +0x10; a short jmp (not counted: it cannot leave the function); ret
+    const uint8_t code[] = {0xE9, 0x00, 0xFF, 0xFF, 0xFF, 0x0F, 0x85, 0x10, 0x00, 0x00, 0x00, 0xEB, 0x02, 0xC3};
+    const uint32_t n = scan_direct_branches(code, sizeof code, 0x1000, out, 8);
+    CHECK_EQ(n, 2u);
+    CHECK_EQ(out[0].from, 0x1000u);
+    CHECK_EQ(out[0].to, 0x1005u - 0x100u);
+    CHECK_EQ(out[1].from, 0x1005u);
+    CHECK_EQ(out[1].to, 0x100Bu + 0x10u);
+    CHECK_EQ(scan_direct_branches(code, sizeof code, 0x1000, out, 1), 1u);  // max is kept
+#elif defined(__aarch64__)
+    // b -8; b.ne +16; cbz x0, +8; ret
+    const uint32_t insns[] = {0x17FFFFFEu, 0x54000081u, 0xB4000040u, 0xD65F03C0u};
+    uint8_t code[sizeof insns];
+    std::memcpy(code, insns, sizeof insns);
+    const uint32_t n = scan_direct_branches(code, sizeof code, 0x1000, out, 8);
+    CHECK_EQ(n, 3u);
+    CHECK_EQ(out[0].to, 0x1000u - 8u);
+    CHECK_EQ(out[1].to, 0x1004u + 16u);
+    CHECK_EQ(out[2].to, 0x1008u + 8u);
+#endif
 }

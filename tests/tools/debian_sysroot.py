@@ -91,6 +91,8 @@ class Apt:
 
 
 def build(req: Request, dest: Path) -> None:
+    # apt reads a relative Dir::* value as relative to its own /etc/apt or /var/lib/apt.
+    dest = dest.resolve()
     stamp = dest / ".sysroot-stamp"
     if stamp.is_file() and stamp.read_text() == req.stamp():
         return

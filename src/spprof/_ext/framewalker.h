@@ -43,7 +43,12 @@ struct FrameView {
 
 // ---- the one version dispatch ------------------------------------------------------------
 #if defined(Py_GIL_DISABLED)
-#error "spprof does not support free-threaded CPython builds yet"
+#error "spprof does not support free-threaded CPython (3.13t/3.14t/3.15t): build it for a default CPython"
+#elif PY_VERSION_HEX >= 0x03100000
+// A newer CPython may move what the walk reads: its layout has to be checked and added first.
+#error "spprof knows CPython's frame layouts up to 3.15: a newer CPython needs capture/pyframes/pyXY.h"
+#elif PY_VERSION_HEX >= 0x030F0000
+#include "capture/pyframes/py315.h"
 #elif PY_VERSION_HEX >= 0x030E0000
 #include "capture/pyframes/py314.h"
 #elif PY_VERSION_HEX >= 0x030D0000

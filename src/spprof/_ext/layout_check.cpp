@@ -22,10 +22,20 @@
 #if PY_VERSION_HEX >= 0x030E0000
 using Mirror = spprof::MirrorFrame314;
 SPPROF_SAME_OFFSET(Mirror, f_executable);
+SPPROF_SAME_OFFSET(Mirror, f_funcobj);
 SPPROF_SAME_OFFSET(Mirror, instr_ptr);
 SPPROF_SAME_OFFSET(Mirror, stackpointer);
+SPPROF_SAME_OFFSET(Mirror, return_offset);
+static_assert(sizeof(Mirror) == offsetof(_PyInterpreterFrame, localsplus), "a field was added or removed");
 static_assert(FRAME_OWNED_BY_GENERATOR == spprof::PyLayout::kOwnedByGenerator, "owner enum");
-static_assert(FRAME_OWNED_BY_INTERPRETER == spprof::PyLayout::kFirstNonPythonOwner, "owner enum");
+static_assert(FRAME_OWNED_BY_INTERPRETER == spprof::PyLayout::kOwnedByInterpreter, "owner enum");
+#if PY_VERSION_HEX >= 0x030F0000
+// 3.15: no CSTACK owner any more; INTERPRETER is the highest.
+static_assert(FRAME_OWNED_BY_INTERPRETER == spprof::PyLayout::kMaxOwner, "owner enum");
+#else
+static_assert(FRAME_OWNED_BY_CSTACK == spprof::PyLayout::kOwnedByCStack, "owner enum");
+static_assert(FRAME_OWNED_BY_CSTACK == spprof::PyLayout::kMaxOwner, "owner enum");
+#endif
 #elif PY_VERSION_HEX >= 0x030D0000
 using Mirror = spprof::MirrorFrame313;
 SPPROF_SAME_OFFSET(Mirror, f_executable);

@@ -155,7 +155,9 @@ uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter) {
     NativeSymbol sym;
     symbolizer_.symbolize(pc, &sym);
     std::string name = sym.function;
-    if (!sym.has_symbol) {
+    if (!sym.has_symbol && is_eval_frame(eval_, pc)) {
+        name = "_PyEval_EvalFrameDefault.cold";  // found from the code (unwind/split_parts.h)
+    } else if (!sym.has_symbol) {
         // A static function of a stripped library: name it by library and offset (what
         // addr2line or a symbol server needs), absolute when the pc is in no module.
         char buf[40];

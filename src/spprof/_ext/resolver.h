@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "capture/sample_record.h"
+#include "unwind/eval_ranges.h"
 #include "unwind/symbolizer.h"
 
 namespace spprof {
@@ -71,6 +72,9 @@ public:
     uint64_t unknown_count() const { return unknown_; }
     size_t code_count() const { return codes_.size(); }
     Symbolizer& symbolizer() { return symbolizer_; }
+    // Native mode, before the first resolve_native: the eval loop's parts. A pc in one that no
+    // symbol names (a split part of a stripped image) is named after the eval loop's .cold part.
+    void set_eval_ranges(const EvalRanges& ranges) { eval_ = ranges; }
     size_t memory_bytes() const;
 
 private:
@@ -112,6 +116,7 @@ private:
     Symbolizer symbolizer_;
     std::string interpreter_library_;  // module holding the eval loop; resolved lazily
     bool interpreter_known_ = false;
+    EvalRanges eval_;
     std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frame_ids_;
     std::vector<FrameInfo> frames_;
     StringTable strings_;

@@ -1,6 +1,11 @@
 // signal_handler.cpp: the Linux signal path (see signal_handler.h): the sampling signal's
 // handler and the capture it runs. Every function in this file except capture_enable,
 // capture_disable_and_wait, capture_stats and capture_reset_stats is SIGNAL-SAFE and NO-HEAP.
+// Python.h before any system header, as Python requires: 3.15's pyconfig.h defines
+// _XOPEN_SOURCE 800, which clashes with the 700 a system header has already set.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 #include "signal_handler.h"
 
 #include <errno.h>

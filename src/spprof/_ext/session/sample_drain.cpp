@@ -1,4 +1,9 @@
 // sample_drain.cpp: rings -> stacks and sample rows (see sample_drain.h).
+// Python.h before any system header, as Python requires: 3.15's pyconfig.h defines
+// _XOPEN_SOURCE 800, which clashes with the 700 a system header has already set.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 #include "sample_drain.h"
 
 #include "../capture/sample_record.h"

@@ -35,8 +35,9 @@ Error Session::start() {
             return u;
         }
         EvalRanges eval;
-        Error r = find_eval_ranges(resolver_.symbolizer(), &eval);
+        Error r = find_eval_ranges(resolver_.symbolizer(), unwind_->current(), &eval);
         drain_.builder().set_eval_ranges(eval);
+        resolver_.set_eval_ranges(eval);
         if (!r.ok()) log_warning("native mode: %s; Python frames will sit above native ones", r.what);
         log_debug("native mode: %u eval-loop ranges, %llu modules without CFI", eval.count,
                   static_cast<unsigned long long>(unwind_->modules_without_cfi()));

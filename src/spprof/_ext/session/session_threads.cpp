@@ -134,21 +134,34 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
     // Called with the GIL held. New thread states are only ever linked at the head of the
     // list (fully initialised first) and a thread unlinks its own state with the GIL held,
     // so walking the list under the GIL sees a consistent chain.
+    // That holds only while the GIL stays held: retiring a thread drains its ring (the
+    // resolver allocates, and a collection it triggers can run Python code that lets the GIL
+    // go), and meanwhile a thread may free its state. So the list is read first, in a loop
+    // that calls nothing, and only the copy is used after (seen once on 3.15 with threads
+    // creating subinterpreters: the walk followed a freed state's link into a type object
+    // and spun with the GIL held).
     PyInterpreterState* interp = PyThreadState_Get()->interp;
     seen_.clear();
+    found_.clear();
     for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr;
          ts = PyThreadState_Next(ts)) {
         if (ts == exclude || !tstate_bound(ts)) continue;  // ours, or not its thread's yet
         const uint64_t tid = tstate_native_tid(ts);
         if (tid == 0) continue;  // native id not written yet: next scan
-        auto it = live_by_tstate_.find(ts);
-        if (it != live_by_tstate_.end() && same_thread(records_[slot_record_[it->second]], ts, tid)) {
-            seen_.push_back(ts);
-            continue;
+        found_.push_back(FoundState{ts, ts->thread_id, tid});
+    }
+    for (const FoundState& f : found_) {
+        auto it = live_by_tstate_.find(f.ts);
+        if (it != live_by_tstate_.end()) {
+            const ThreadRecord& rec = records_[slot_record_[it->second]];
+            if (rec.ident == f.ident && rec.native_tid == f.tid) {
+                seen_.push_back(f.ts);
+                continue;
+            }
         }
         if (it != live_by_tstate_.end()) retire(it->second);
-        seen_.push_back(ts);
-        if (register_thread(ts, ts->thread_id, tid) != nullptr && count_found)
+        seen_.push_back(f.ts);
+        if (register_thread(f.ts, f.ident, f.tid) != nullptr && count_found)
             ++counters_.threads_discovered_by_scan;
     }
     std::sort(seen_.begin(), seen_.end());

@@ -123,6 +123,12 @@ private:
     std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
     std::unordered_map<PyThreadState*, uint64_t> refused_;  // tstate -> tid: not held, counted once
     std::vector<PyThreadState*> seen_;   // scan scratch, reused
+    struct FoundState {
+        PyThreadState* ts;
+        unsigned long ident;
+        uint64_t tid;
+    };
+    std::vector<FoundState> found_;      // scan scratch, reused: the list as first read
 };
 
 }  // namespace spprof

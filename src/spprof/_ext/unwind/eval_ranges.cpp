@@ -2,6 +2,7 @@
 #include "unwind/eval_ranges.h"
 
 #include "platform/platform.h"
+#include "unwind/split_parts.h"
 
 #include <dlfcn.h>
 
@@ -41,12 +42,23 @@ Error find_function_ranges(Symbolizer& symbolizer, const void* addr_in_function,
     return Error::none();
 }
 
-Error find_eval_ranges(Symbolizer& symbolizer, EvalRanges* out) {
+Error find_eval_ranges(Symbolizer& symbolizer, const UnwindSnapshot* unwind, EvalRanges* out) {
     *out = EvalRanges{};
     static const char kName[] = "_PyEval_EvalFrameDefault";
     void* addr = dlsym(RTLD_DEFAULT, kName);
     if (addr == nullptr) return Error::runtime("_PyEval_EvalFrameDefault is not exported");
-    return find_function_ranges(symbolizer, addr, kName, out);
+    Error err = find_function_ranges(symbolizer, addr, kName, out);
+    if (!err.ok() || unwind == nullptr) return err;
+    // Split parts the symbol table did not name (a stripped image: only .dynsym, which has
+    // the main part alone), found from the main part's jumps and the unwind data.
+    const uint64_t pc = reinterpret_cast<uintptr_t>(addr);
+    for (uint32_t i = 0; i < out->count; ++i) {
+        if (pc >= out->lo[i] && pc < out->hi[i]) {
+            find_split_parts(*unwind, out->lo[i], out->hi[i], out);
+            break;
+        }
+    }
+    return Error::none();
 }
 
 }  // namespace spprof

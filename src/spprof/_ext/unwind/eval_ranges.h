@@ -7,7 +7,8 @@
 // have one, 3.9 and 3.13 none), and a pc there belongs to the same C frame, so every part is
 // recorded. find_eval_ranges locates the function with dlsym (it is exported from libpython or
 // from a python executable linked with -export-dynamic) and reads the parts from the module's
-// symbol table through the Symbolizer.
+// symbol table through the Symbolizer; in a stripped image (Debian's python3.14/3.15, where
+// almost the whole loop is in the unnamed .cold part) from its code and unwind data.
 //
 // EvalRanges is a small POD: copy it into the session once at start; is_eval_frame is
 // SIGNAL-SAFE and NO-HEAP, usable from the handler and the drain alike.
@@ -29,12 +30,14 @@ struct EvalRanges {
     uint64_t hi[kMax] = {};  // exclusive
 };
 
-// Fill `out` with the ranges of _PyEval_EvalFrameDefault and its parts in this process.
-// Normal context (dlsym, file reads, allocation), the thread that owns `symbolizer`; GIL not
-// needed. Errors: kRuntime when the function cannot be found (then count == 0 and the drain
+// Fill `out` with the ranges of _PyEval_EvalFrameDefault and its parts in this process: those
+// the symbol table names, plus, with `unwind` (may be null), the split parts it does not name
+// (unwind/split_parts.h). Normal context (dlsym, file reads, allocation), the thread that owns
+// `symbolizer`; GIL not needed. Errors: kRuntime when the function cannot be found (then count == 0 and the drain
 // should put all Python frames above the native ones). macOS: one range, from the image's
 // LC_FUNCTION_STARTS (platform_function_extent).
-Error find_eval_ranges(Symbolizer& symbolizer, EvalRanges* out);
+struct UnwindSnapshot;
+Error find_eval_ranges(Symbolizer& symbolizer, const UnwindSnapshot* unwind, EvalRanges* out);
 
 // Same, for any function name; used by find_eval_ranges and by tests.
 Error find_function_ranges(Symbolizer& symbolizer, const void* addr_in_function, const char* name,

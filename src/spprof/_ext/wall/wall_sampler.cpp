@@ -1,4 +1,9 @@
 // wall_sampler.cpp: see wall_sampler.h.
+// Python.h before any system header, as Python requires: 3.15's pyconfig.h defines
+// _XOPEN_SOURCE 800, which clashes with the 700 a system header has already set.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 #include "wall_sampler.h"
 
 #include <cstring>
