@@ -130,18 +130,17 @@ void SessionThreads::register_current(PyThreadState* ts) {
     register_thread(ts, ts->thread_id, tid);  // a thread the table cannot hold is counted there
 }
 
-void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
-    // Called with the GIL held. New thread states are only ever linked at the head of the
-    // list (fully initialised first) and a thread unlinks its own state with the GIL held,
-    // so walking the list under the GIL sees a consistent chain.
-    // That holds only while the GIL stays held: retiring a thread drains its ring (the
-    // resolver allocates, and a collection it triggers can run Python code that lets the GIL
-    // go), and meanwhile a thread may free its state. So the list is read first, in a loop
-    // that calls nothing, and only the copy is used after (seen once on 3.15 with threads
-    // creating subinterpreters: the walk followed a freed state's link into a type object
-    // and spun with the GIL held).
+static bool same_list(const std::vector<SessionThreads::FoundState>& a,
+                      const std::vector<SessionThreads::FoundState>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].ts != b[i].ts || a[i].ident != b[i].ident || a[i].tid != b[i].tid) return false;
+    return true;
+}
+
+void SessionThreads::read_thread_list(PyThreadState* exclude) {
+    // Calls nothing that can let the GIL go, so the chain it follows stays linked.
     PyInterpreterState* interp = PyThreadState_Get()->interp;
-    seen_.clear();
     found_.clear();
     for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr;
          ts = PyThreadState_Next(ts)) {
@@ -150,20 +149,45 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
         if (tid == 0) continue;  // native id not written yet: next scan
         found_.push_back(FoundState{ts, ts->thread_id, tid});
     }
-    for (const FoundState& f : found_) {
+}
+
+void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
+    // Called with the GIL held. New thread states are only ever linked at the head of the
+    // list (fully initialised first) and a thread unlinks its own state with the GIL held,
+    // so the list read under the GIL is consistent, but only until the GIL is let go.
+    // Retiring a thread drains its ring (the resolver allocates; a collection can run Python
+    // code) and registering one asks threading for its name (a property): either can let the
+    // GIL go, and meanwhile a thread may end and free its state. So the list is read again
+    // after every such call, and only states from the latest reading are used (seen once on
+    // 3.15 with threads creating subinterpreters: the walk followed a freed state's link into
+    // a type object and spun with the GIL held).
+    refused_now_.clear();
+    read_thread_list(exclude);
+    size_t i = 0;
+    for (uint32_t acted = 0; i < found_.size() && acted <= 2 * ThreadTable::kMaxThreads;) {
+        const FoundState f = found_[i++];  // a copy: found_ is read again below
         auto it = live_by_tstate_.find(f.ts);
         if (it != live_by_tstate_.end()) {
             const ThreadRecord& rec = records_[slot_record_[it->second]];
-            if (rec.ident == f.ident && rec.native_tid == f.tid) {
-                seen_.push_back(f.ts);
-                continue;
-            }
+            if (rec.ident == f.ident && rec.native_tid == f.tid) continue;  // known
         }
+        if (refused_now_.count(f.ts) != 0) continue;  // the table is full: next scan
+        ++acted;
+        // Same tstate memory, new thread: the old one has ended.
         if (it != live_by_tstate_.end()) retire(it->second);
-        seen_.push_back(f.ts);
-        if (register_thread(f.ts, f.ident, f.tid) != nullptr && count_found)
+        if (register_thread(f.ts, f.ident, f.tid) == nullptr) {
+            refused_now_.insert(f.ts);
+        } else if (count_found) {
             ++counters_.threads_discovered_by_scan;
+        }
+        // Those calls may have let the GIL go: read the list again, and if it changed, start
+        // over from its head (known threads are skipped cheaply).
+        previous_.swap(found_);
+        read_thread_list(exclude);
+        if (!same_list(previous_, found_)) i = 0;
     }
+    seen_.clear();
+    for (const FoundState& f : found_) seen_.push_back(f.ts);  // the latest reading
     std::sort(seen_.begin(), seen_.end());
     std::vector<uint32_t> gone;
     for (const auto& kv : live_by_tstate_)

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "../capture/ringbuffer.h"
@@ -123,12 +124,18 @@ private:
     std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
     std::unordered_map<PyThreadState*, uint64_t> refused_;  // tstate -> tid: not held, counted once
     std::vector<PyThreadState*> seen_;   // scan scratch, reused
-    struct FoundState {
+public:
+    struct FoundState {  // one entry of the interpreter's thread list, as read
         PyThreadState* ts;
         unsigned long ident;
         uint64_t tid;
     };
-    std::vector<FoundState> found_;      // scan scratch, reused: the list as first read
+private:
+    // GIL held: the thread list into found_, in a loop that calls nothing.
+    void read_thread_list(PyThreadState* exclude);
+    std::vector<FoundState> found_;      // scan scratch, reused: the list as last read
+    std::vector<FoundState> previous_;   // scan scratch: the reading before
+    std::unordered_set<PyThreadState*> refused_now_;  // scan scratch: refused in this scan
 };
 
 }  // namespace spprof
