@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dest", required=True, type=Path, help="folder to unpack into")
     p.add_argument("packages", nargs="+")
     args = p.parse_args(argv)
-    build(Request(args.suite, args.arch, tuple(args.packages)), args.dest)
+    # apt takes relative Dir:: paths as relative to its own root, not to the working directory.
+    build(Request(args.suite, args.arch, tuple(args.packages)), args.dest.resolve())
 
 
 if __name__ == "__main__":
