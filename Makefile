@@ -117,24 +117,27 @@ printf '#!/bin/sh\nexec %s -L %s -0 "$$0" %s/usr/bin/python3.11 "$$@"\n' \
 [ "$$(cat $$v/.deps 2>/dev/null)" = "$(ARM64_DEPS)" ] || { rm -rf $$site; \
   $(ARM64_HOST_PY) -m pip install -q --target $$site $(ARM64_WHEEL_TAGS) $(ARM64_DEPS) \
   && echo "$(ARM64_DEPS)" > $$v/.deps; }; \
-CPPFLAGS="-I$$sys/usr/include/python3.11 -idirafter $$sys/usr/include" CC=aarch64-linux-gnu-gcc \
-  CXX=aarch64-linux-gnu-g++ LDSHARED="aarch64-linux-gnu-g++ -shared" SPPROF_BUILD_BASE=build/arm64/ext \
-  SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+export CPPFLAGS="-I$$sys/usr/include/python3.11 -idirafter $$sys/usr/include" CC=aarch64-linux-gnu-gcc \
+  CXX=aarch64-linux-gnu-g++ LDSHARED="aarch64-linux-gnu-g++ -shared" SPPROF_TEST_EMULATED=1; \
+SPPROF_BUILD_BASE=build/arm64/ext SPPROF_WERROR=1 \
+  $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
 aarch64-linux-gnu-g++ $(NATIVE_FLAGS) $(NATIVE_SRCS) -o build/arm64/native_tests; \
 SPPROF_TEST_LIBPYTHON=$$sys/usr/lib/aarch64-linux-gnu/libpython3.11.so.1.0 SPPROF_TEST_LIBPYTHON_STRIPPED=1 \
   $(ARM64_QEMU) -L $$sys build/arm64/native_tests
 endef
 
-# Cross-built native tests, then the whole suite under qemu (tests marked `emulated_skip` in
-# tests/conftest.py are skipped, each with its reason).
+# Cross-built native tests, then the whole suite under qemu. CC and CPPFLAGS (the cross
+# compiler, the arm64 headers) stay exported for the tests that build a C extension or shim;
+# SPPROF_TEST_EMULATED=1 skips the tests marked with conftest.skip_when_emulated, each with its
+# reason.
 test-arm64:
-	@$(arm64_env); cd tests && SPPROF_TEST_EMULATED=1 ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .
+	@$(arm64_env); cd tests && ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .
 
 # What CI runs: the same build and native tests, then the tests that exercise what differs on
 # arm64 (native unwinding, frame walking, signals, fork, the torture cases).
 ARM64_QUICK_TESTS := test_native.py test_torture.py test_sampling.py test_threads.py test_reliability_signals.py
 test-arm64-quick:
-	@$(arm64_env); cd tests && SPPROF_TEST_EMULATED=1 ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(ARM64_QUICK_TESTS)
+	@$(arm64_env); cd tests && ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(ARM64_QUICK_TESTS)
 
 # ruff, then mypy --strict on src/spprof (its settings: pyproject.toml [tool.mypy]).
 lint:

@@ -8,6 +8,7 @@ import ctypes.util
 import hashlib
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,9 @@ PyMODINIT_FUNC PyInit_spprof_cb_ext(void) { return PyModule_Create(&mod); }
 
 @pytest.fixture(scope="module")
 def cb_ext(tmp_path_factory):
-    cc = shutil.which("gcc") or shutil.which("cc")
+    # CC and CPPFLAGS as setuptools reads them: make test-arm64 names the cross compiler and
+    # the arm64 headers there.
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         pytest.skip("no C compiler")
     d = tmp_path_factory.mktemp("ext")
@@ -60,6 +63,7 @@ def cb_ext(tmp_path_factory):
             "-fomit-frame-pointer",
             "-fno-optimize-sibling-calls",
             "-I" + sysconfig.get_paths()["include"],
+            *shlex.split(os.environ.get("CPPFLAGS", "")),
             str(src),
             "-o",
             str(out),
