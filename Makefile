@@ -134,8 +134,8 @@ test-arm64:
 	@$(arm64_env); cd tests && ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .
 
 # What CI runs: the same build and native tests, then the tests that exercise what differs on
-# arm64 (native unwinding, frame walking, signals, fork, the torture cases).
-ARM64_QUICK_TESTS := test_native.py test_torture.py test_sampling.py test_threads.py test_reliability_signals.py
+# arm64 (native unwinding, frame walking, signals, wall mode, the torture cases).
+ARM64_QUICK_TESTS := test_native.py test_torture.py test_wall.py test_threads.py test_sampling.py test_reliability_signals.py
 test-arm64-quick:
 	@$(arm64_env); cd tests && ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(ARM64_QUICK_TESTS)
 
