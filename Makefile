@@ -108,6 +108,8 @@ ARM64_WHEEL_TAGS := --platform manylinux2014_aarch64 --platform manylinux_2_28_a
 
 define arm64_env
 set -e; root=$$(pwd); sys=$$root/$(ARM64_SYSROOT); v=$$root/$(ARM64_VENV); \
+command -v $(ARM64_QEMU) >/dev/null && command -v aarch64-linux-gnu-g++ >/dev/null || { \
+  echo "test-arm64 needs the Debian packages qemu-user-static and g++-aarch64-linux-gnu"; exit 1; }; \
 $(PYTHON) tests/tools/debian_sysroot.py --suite bookworm --arch arm64 --dest $(ARM64_SYSROOT) \
   python3.11 libpython3.11-dev libstdc++6; \
 site=$$v/lib/python3.11/site-packages; mkdir -p $$v/bin $$site; \
