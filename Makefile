@@ -97,6 +97,9 @@ test-thirdparty:
 # binfmt_misc needed). Test deps are arm64 wheels fetched by the host's pip; greenlet and gevent
 # are the newest releases with arm64 wheels. spprof is built by pip run under qemu, which
 # invokes the host's aarch64 cross compiler with Debian's arm64 sysconfig (-Werror).
+# Debian ships the standard library without .pyc (its postinst compiles them): the host's 3.11
+# compiles them once (one .pyc format for every 3.11 release), else each interpreter start
+# under qemu compiles every module it imports.
 ARM64_SYSROOT := build/sysroot/bookworm-arm64
 ARM64_VENV := build/arm64/venv
 ARM64_QEMU ?= qemu-aarch64-static
@@ -113,6 +116,7 @@ command -v $(ARM64_QEMU) >/dev/null && command -v aarch64-linux-gnu-g++ >/dev/nu
 $(PYTHON) tests/tools/debian_sysroot.py --suite bookworm --arch arm64 --dest $(ARM64_SYSROOT) \
   python3.11 libpython3.11-dev libstdc++6; \
 site=$$v/lib/python3.11/site-packages; mkdir -p $$v/bin $$site; \
+$(ARM64_HOST_PY) -m compileall -q -j 2 $$sys/usr/lib/python3.11 >/dev/null || true; \
 printf 'home = %s/usr/bin\ninclude-system-site-packages = false\nversion = 3.11\n' "$$sys" > $$v/pyvenv.cfg; \
 printf '#!/bin/sh\nexec %s -L %s -0 "$$0" %s/usr/bin/python3.11 "$$@"\n' \
   "$$(command -v $(ARM64_QEMU))" "$$sys" "$$sys" > $$v/bin/python; chmod +x $$v/bin/python; \
