@@ -139,16 +139,17 @@ bool queue_signal(pid_t tid, int signo, uint64_t value) {
 
 bool is_ours(const struct sigaction& sa) { return (sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == on_sample_signal; }
 
-// True when a timer may be created for `signo`. A kernel accepts every real-time signal, but
-// qemu-user (make test-arm64) cannot map the highest ones to host signals and refuses them with
-// EINVAL while sigaction on them succeeds. The probe timer is never armed.
+// False when timers refuse `signo` itself (EINVAL). A kernel accepts every real-time signal, but
+// qemu-user (make test-arm64) cannot map the highest ones to host signals and refuses them
+// while sigaction on them succeeds. Any other failure (EAGAIN: RLIMIT_SIGPENDING reached) is
+// not the signal's fault and is left to the timer setup to report. The probe is never armed.
 bool timer_accepts(int signo) {
     struct sigevent sev;
     std::memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_SIGNAL;
     sev.sigev_signo = signo;
     timer_t timer;
-    if (timer_create(CLOCK_MONOTONIC, &sev, &timer) != 0) return false;
+    if (timer_create(CLOCK_MONOTONIC, &sev, &timer) != 0) return errno != EINVAL;
     timer_delete(timer);
     return true;
 }
