@@ -240,6 +240,10 @@ def test_fast_rate_blocked_threads_cost_one_census_per_10ms_and_no_signals():
     assert st["wall_signals_sent"] <= 10, st["wall_signals_sent"]
 
 
+@skip_when_emulated(
+    "a +-20 % bound on 0.44 s of spinning; under qemu the spin line got 0.34 s (signals arrive "
+    "only between translated blocks)"
+)
 def test_thread_alternating_cpu_and_sleep_splits_its_time_between_the_two_lines():
     spent = {"spin": 0.0, "sleep": 0.0}
 
