@@ -39,9 +39,7 @@ NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-
-.PHONY: pythons-debian
-.PHONY: demo test native-test native-test-asan test-python test-asan test-thirdparty lint bench bench-smoke darwin-check clean
+.PHONY: demo test pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean
 
 # Install spprof for the default interpreter and profile the bundled example.
 demo:
@@ -131,6 +129,61 @@ test-thirdparty:
 	  n = sum(any('more_itertools/' in f.filename for f in s.frames) for s in p.samples); \
 	  print('third-party profile:', len(p.samples), 'samples,', n, 'in more_itertools'); \
 	  sys.exit(0 if n > 100 else 'too few more_itertools samples in the profile')"
+
+# Linux arm64, checked by running (docs/portability.md): Debian bookworm's arm64 CPython 3.11
+# under qemu-user, from a sysroot of Debian packages (tests/tools/debian_sysroot.py). The venv's
+# bin/python is a shell script that runs the interpreter under qemu with itself as argv[0], so
+# sys.executable, and every subprocess a test starts with it, goes through qemu too (no
+# binfmt_misc needed). Test deps are arm64 wheels fetched by the host's pip; greenlet and gevent
+# are the newest releases with arm64 wheels. spprof is built by pip run under qemu, which
+# invokes the host's aarch64 cross compiler with Debian's arm64 sysconfig (-Werror).
+# Debian ships the standard library without .pyc (its postinst compiles them): the host's 3.11
+# compiles them once (one .pyc format for every 3.11 release), else each interpreter start
+# under qemu compiles every module it imports.
+ARM64_SYSROOT := build/sysroot/bookworm-arm64
+ARM64_VENV := build/arm64/venv
+ARM64_QEMU ?= qemu-aarch64-static
+ARM64_HOST_PY ?= $(shell ls -d $(PYENV_ROOT)/versions/3.11.* 2>/dev/null | sort -V | tail -n 1)/bin/python
+ARM64_DEPS := pytest==9.2.0 jsonschema==4.26.0 greenlet==3.2.5 gevent==25.9.1 setuptools==84.2.1 \
+              wheel==0.48.0 pip==26.3
+ARM64_WHEEL_TAGS := --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64 \
+                    --python-version 3.11 --implementation cp --abi cp311 --only-binary=:all:
+
+define arm64_env
+set -e; root=$$(pwd); sys=$$root/$(ARM64_SYSROOT); v=$$root/$(ARM64_VENV); \
+command -v $(ARM64_QEMU) >/dev/null && command -v aarch64-linux-gnu-g++ >/dev/null || { \
+  echo "test-arm64 needs the Debian packages qemu-user-static and g++-aarch64-linux-gnu"; exit 1; }; \
+$(PYTHON) tests/tools/debian_sysroot.py --suite bookworm --arch arm64 --dest $(ARM64_SYSROOT) \
+  python3.11 libpython3.11-dev libstdc++6; \
+site=$$v/lib/python3.11/site-packages; mkdir -p $$v/bin $$site; \
+$(ARM64_HOST_PY) -m compileall -q -j 2 $$sys/usr/lib/python3.11 >/dev/null || true; \
+printf 'home = %s/usr/bin\ninclude-system-site-packages = false\nversion = 3.11\n' "$$sys" > $$v/pyvenv.cfg; \
+printf '#!/bin/sh\nexec %s -L %s -0 "$$0" %s/usr/bin/python3.11 "$$@"\n' \
+  "$$(command -v $(ARM64_QEMU))" "$$sys" "$$sys" > $$v/bin/python; chmod +x $$v/bin/python; \
+[ "$$(cat $$v/.deps 2>/dev/null)" = "$(ARM64_DEPS)" ] || { rm -rf $$site; \
+  $(ARM64_HOST_PY) -m pip install -q --target $$site $(ARM64_WHEEL_TAGS) $(ARM64_DEPS) \
+  && echo "$(ARM64_DEPS)" > $$v/.deps; }; \
+export CPPFLAGS="-I$$sys/usr/include/python3.11 -idirafter $$sys/usr/include" CC=aarch64-linux-gnu-gcc \
+  CXX=aarch64-linux-gnu-g++ LDSHARED="aarch64-linux-gnu-g++ -shared" SPPROF_TEST_EMULATED=1; \
+SPPROF_BUILD_BASE=build/arm64/ext SPPROF_WERROR=1 \
+  $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+aarch64-linux-gnu-g++ $(NATIVE_FLAGS) $(NATIVE_SRCS) -o build/arm64/native_tests; \
+SPPROF_TEST_LIBPYTHON=$$sys/usr/lib/aarch64-linux-gnu/libpython3.11.so.1.0 SPPROF_TEST_LIBPYTHON_STRIPPED=1 \
+  $(ARM64_QEMU) -L $$sys build/arm64/native_tests
+endef
+
+# Cross-built native tests, then the whole suite under qemu. CC and CPPFLAGS (the cross
+# compiler, the arm64 headers) stay exported for the tests that build a C extension or shim;
+# SPPROF_TEST_EMULATED=1 skips the tests marked with conftest.skip_when_emulated, each with its
+# reason.
+test-arm64:
+	@$(arm64_env); cd tests && ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .
+
+# What CI runs: the same build and native tests, then the tests that exercise what differs on
+# arm64 (native unwinding, frame walking, signals, wall mode, the torture cases).
+ARM64_QUICK_TESTS := test_native.py test_torture.py test_wall.py test_threads.py test_sampling.py test_reliability_signals.py
+test-arm64-quick:
+	@$(arm64_env); cd tests && ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(ARM64_QUICK_TESTS)
 
 # ruff, then mypy --strict on src/spprof (its settings: pyproject.toml [tool.mypy]).
 lint:

@@ -20,6 +20,16 @@ import spprof
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
+# Set by `make test-arm64`: the interpreter runs under qemu-user, which runs code many times
+# slower than native and delivers signals only between translated blocks, so a test that holds
+# a timing bound cannot hold there (docs/portability.md).
+EMULATED = os.environ.get("SPPROF_TEST_EMULATED", "") not in ("", "0")
+
+
+def skip_when_emulated(reason: str) -> pytest.MarkDecorator:
+    """Skip a test under qemu-user emulation, saying why."""
+    return pytest.mark.skipif(EMULATED, reason=f"under qemu-user emulation: {reason}")
+
 
 def run_python(*args: str, env: dict | None = None, timeout: float = 120, cwd=None, input=None):
     """Run the test interpreter with args; returns CompletedProcess (text mode)."""

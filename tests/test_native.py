@@ -44,7 +44,9 @@ PyMODINIT_FUNC PyInit_spprof_cb_ext(void) { return PyModule_Create(&mod); }
 
 @pytest.fixture(scope="module")
 def cb_ext(tmp_path_factory):
-    cc = shutil.which("gcc") or shutil.which("cc")
+    # CC and CPPFLAGS as setuptools reads them: make test-arm64 names the cross compiler and
+    # the arm64 headers there.
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         pytest.skip("no C compiler")
     d = tmp_path_factory.mktemp("ext")

@@ -11,6 +11,7 @@ the trampoline itself allocate, lock or call the Python API, proving each check 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import signal
@@ -42,11 +43,14 @@ ALLOWED_PYAPI = {
     "PyInterpreterState_GetID",
 }
 
+# The compiler for this interpreter's machine (make test-arm64 sets the cross compiler).
+CC = os.environ.get("CC", "gcc")
+
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD shim: Linux"),
-    pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the shim"),
+    pytest.mark.skipif(shutil.which(CC) is None, reason="needs gcc (or $CC) to build the shim"),
     pytest.mark.skipif(
-        "asan" in str(sys.argv) or bool(__import__("os").environ.get("SPPROF_TEST_ASAN")),
+        "asan" in str(sys.argv) or bool(os.environ.get("SPPROF_TEST_ASAN")),
         reason="the sanitizer runtime already interposes malloc",
     ),
 ]
@@ -138,7 +142,7 @@ def shim(tmp_path_factory) -> tuple[Path, list[str]]:
         sources.append(str(d / "pyapi_empty.c"))
     so = d / "sigshim.so"
     subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(so), *sources, "-ldl"],
+        [CC, "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(so), *sources, "-ldl"],
         check=True,
         capture_output=True,
         text=True,

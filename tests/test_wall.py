@@ -14,7 +14,7 @@ import pytest
 
 import spprof
 import workloads as w
-from conftest import run_python
+from conftest import run_python, skip_when_emulated
 
 
 def _blocked_workers(results: dict, release: threading.Event):
@@ -240,6 +240,10 @@ def test_fast_rate_blocked_threads_cost_one_census_per_10ms_and_no_signals():
     assert st["wall_signals_sent"] <= 10, st["wall_signals_sent"]
 
 
+@skip_when_emulated(
+    "a +-20 % bound on 0.44 s of spinning; under qemu the spin line got 0.34 s (signals arrive "
+    "only between translated blocks)"
+)
 def test_thread_alternating_cpu_and_sleep_splits_its_time_between_the_two_lines():
     spent = {"spin": 0.0, "sleep": 0.0}
 
@@ -395,6 +399,10 @@ print(repr(rows))
 """
 
 
+@skip_when_emulated(
+    "a +-15 % bound on one second of hashing per thread; two emulated threads on a shared "
+    "host put 1.58 s on the hashing line"
+)
 def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
     # Two threads share one CPU: each waits about half of its second of hashing, runnable
     # (preempted) or for the GIL between two hashes. All of that belongs to the hashing line,

@@ -101,7 +101,9 @@ struct FakeModule {
     UnwindSnapshot snap;
 };
 
-// Build the fake module described at the top of this file.
+void index_fake_module(const size_t (&fdes)[3], FakeModule* fm);
+
+// Build the fake module described at the top of this file (x86_64 CFI).
 void build_fake_module(FakeModule* fm) {
     std::memset(g_mod, 0, sizeof g_mod);
     const uintptr_t base = reinterpret_cast<uintptr_t>(g_mod);
@@ -116,7 +118,13 @@ void build_fake_module(FakeModule* fm) {
     const size_t f3 = emit_fde(eh, cie, fm->text + 0x80, 0x40,
                                {0x41, 0x0e, 16, 0x80 | kRbp, 2, 0x43, 0x0d, kRbp});
     eh.u32(0);  // .eh_frame terminator
+    const size_t fdes[3] = {f1, f2, f3};
+    index_fake_module(fdes, fm);
+}
 
+// The .eh_frame_hdr over three FDEs for text +0x00, +0x40, +0x80, and the snapshot naming it.
+void index_fake_module(const size_t (&fdes)[3], FakeModule* fm) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(g_mod);
     Emitter hdr{g_mod, 0};
     hdr.u8(1);
     hdr.u8(dw_eh_pe::kPcRel | dw_eh_pe::kSData4);
@@ -124,7 +132,6 @@ void build_fake_module(FakeModule* fm) {
     hdr.u8(dw_eh_pe::kDataRel | dw_eh_pe::kSData4);
     hdr.u32(static_cast<uint32_t>(0x100 - hdr.pos));  // pcrel: from this field to .eh_frame
     hdr.u32(3);
-    const size_t fdes[3] = {f1, f2, f3};
     for (int i = 0; i < 3; ++i) {
         hdr.u32(static_cast<uint32_t>(0x800 + 0x40 * i));  // initial pc, relative to the header
         hdr.u32(static_cast<uint32_t>(fdes[i]));
@@ -322,6 +329,9 @@ TEST(unwind_cfi_plt_expression) {
     CHECK(eval_cfa_expression(under, sizeof under, regs, valid, &cfa) == CfiResult::kMalformed);
 }
 
+// The unwinder over the x86_64 fake module: the unwinder takes this machine's DWARF columns.
+#if defined(__x86_64__)
+
 namespace {
 
 // The fake stack of the fake module's chain f1 <- f2 <- f3 <- f4 (no FDE) <- f4 (no FDE).
@@ -442,6 +452,8 @@ TEST(unwind_native_stop_reasons) {
     CHECK(std::strcmp(unwind_stop_name(UnwindStop::kStackBounds), "stack_bounds") == 0);
 }
 
+#endif  // __x86_64__
+
 TEST(unwind_snapshot_find) {
     UnwindSnapshot s;
     s.modules.resize(2);
@@ -455,3 +467,178 @@ TEST(unwind_snapshot_find) {
     UnwindSnapshot empty;
     CHECK(empty.find(0x1000) == nullptr);
 }
+
+// The unwinder over an aarch64 fake module (cross-built and run under qemu-user by
+// `make test-arm64`). What differs from x86_64: the return address arrives in the link
+// register x30 (column 30) and is saved by the callee only if it calls on, the CFA starts at
+// sp + 0 (column 31), a frame record is {x29, x30} stored by `stp x29, x30, [sp, #-n]!`, and
+// saved return addresses may carry a pointer-authentication signature in their high bits.
+#if defined(__aarch64__)
+
+namespace {
+
+constexpr uint8_t kX19 = 19, kX29 = 29, kX30 = 30, kSp = 31;
+
+// CIE as gcc emits it for aarch64: code align 4, data align -8, RA column 30, CFA = sp + 0
+// and no rule for x30 (same value: still in the link register).
+size_t emit_cie_aarch64(Emitter& e) {
+    const size_t start = e.pos;
+    e.u32(0);
+    e.u32(0);
+    e.u8(1);
+    e.u8('z');
+    e.u8('R');
+    e.u8(0);
+    e.uleb(4);
+    e.sleb(-8);
+    e.u8(kX30);
+    e.uleb(1);
+    e.u8(dw_eh_pe::kAbsPtr);
+    e.bytes({0x0c, kSp, 0});
+    while ((e.pos - start) % 8 != 0) e.u8(0);
+    const uint32_t len = static_cast<uint32_t>(e.pos - start - 4);
+    std::memcpy(e.base + start, &len, 4);
+    return start;
+}
+
+// g1 [0,0x40): a leaf without a frame. g2 [0x40,0x80): `stp x29, x30, [sp, #-32]!` at +0,
+// `mov x29, sp` at +4. g3 [0x80,0xc0): from +4, CFA = sp + 16, x30 at CFA - 8, x19 at
+// CFA - 16 (no frame record). [0xc0,0x100): no FDE.
+void build_fake_module_aarch64(FakeModule* fm) {
+    std::memset(g_mod, 0, sizeof g_mod);
+    fm->text = reinterpret_cast<uintptr_t>(g_mod) + 0x800;
+    Emitter eh{g_mod, 0x100};
+    const size_t cie = emit_cie_aarch64(eh);
+    const size_t g1 = emit_fde(eh, cie, fm->text, 0x40, {});
+    // advance 1 (4 bytes); CFA = sp + 32; x29 at CFA - 32, x30 at CFA - 24; advance 1; CFA = x29 + 32.
+    const size_t g2 = emit_fde(eh, cie, fm->text + 0x40, 0x40,
+                               {0x41, 0x0e, 32, 0x80 | kX29, 4, 0x80 | kX30, 3, 0x41, 0x0d, kX29});
+    const size_t g3 = emit_fde(eh, cie, fm->text + 0x80, 0x40, {0x41, 0x0e, 16, 0x80 | kX30, 1, 0x80 | kX19, 2});
+    eh.u32(0);
+    const size_t fdes[3] = {g1, g2, g3};
+    index_fake_module(fdes, fm);
+}
+
+// A pointer-authentication signature in the bits above Linux's 48-bit user address space.
+constexpr uint64_t kPac = uint64_t{0x5a3c} << 48;
+
+struct FakeStack64 {
+    alignas(16) uint64_t s[64] = {};
+    RegisterContext regs;
+    uintptr_t lo() const { return reinterpret_cast<uintptr_t>(&s[0]); }
+    uintptr_t hi() const { return reinterpret_cast<uintptr_t>(&s[64]); }
+    uint64_t at(int i) const { return reinterpret_cast<uintptr_t>(&s[i]); }
+};
+
+// Interrupted in the leaf g1, called from g2, called from g3, called from g4 (no FDE), called
+// from g4 again; every return address that went through memory or lr is signed.
+void build_fake_stack_aarch64(const FakeModule& fm, FakeStack64* fs) {
+    const uint64_t t = fm.text;
+    fs->regs.pc = t + 8;
+    fs->regs.sp = fs->at(4);        // g1 has no frame: g2's sp
+    fs->regs.fp = fs->at(4);        // g2's frame record
+    fs->regs.lr = (t + 0x48) | kPac;  // into g2, after its prologue
+    fs->regs.callee_saved[0] = 0xbbbb;
+    fs->s[4] = fs->at(20);          // g2 saved x29: g3 left it as g4's frame pointer
+    fs->s[5] = (t + 0x88) | kPac;   // g2 saved x30: into g3; g2's CFA = x29 + 32 = &s[8]
+    fs->s[8] = 0x1919;              // g3 saved x19
+    fs->s[9] = (t + 0xc8) | kPac;   // g3 saved x30: into g4; g3's CFA = &s[10]
+    fs->s[20] = fs->at(30);         // g4's frame record: {next record, return address}
+    fs->s[21] = (t + 0xd8) | kPac;
+    fs->s[30] = 0;                  // the last record: return address 0 ends the stack
+    fs->s[31] = 0;
+}
+
+}  // namespace
+
+TEST(unwind_aarch64_leaf_lr_then_cfi_then_fp) {
+    FakeModule fm;
+    build_fake_module_aarch64(&fm);
+    FakeStack64 fs;
+    build_fake_stack_aarch64(fm, &fs);
+    uint64_t pcs[16] = {};
+    UnwindStatus st;
+    const uint32_t n = unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st);
+    CHECK_EQ(n, 5u);
+    CHECK_EQ(pcs[0], fm.text + 8);
+    CHECK_EQ(pcs[1], fm.text + 0x48);  // from lr: the leaf saved nothing
+    CHECK_EQ(pcs[2], fm.text + 0x88);  // from g2's frame record, signature stripped
+    CHECK_EQ(pcs[3], fm.text + 0xc8);  // from g3's CFI slot
+    CHECK_EQ(pcs[4], fm.text + 0xd8);  // g4 has no FDE: its frame record
+    CHECK_EQ(st.cfi_steps, 3);
+    CHECK_EQ(st.fp_steps, 2);
+    CHECK(st.stop == UnwindStop::kBottom);
+    CHECK(!st.truncated);
+}
+
+TEST(unwind_aarch64_rules_of_the_prologue) {
+    FakeModule fm;
+    build_fake_module_aarch64(&fm);
+    const ByteRange range{reinterpret_cast<uintptr_t>(g_mod), reinterpret_cast<uintptr_t>(g_mod) + sizeof g_mod};
+    Fde f;
+    CHECK(find_fde(fm.snap.modules[0].eh, range, fm.text + 0x44, &f) == CfiResult::kOk);
+    CHECK_EQ(f.cie.ra_column, 30u);
+    CHECK_EQ(f.cie.code_align, 4u);
+    CfiRow row;
+    // Before the stp: CFA = sp, x30 still the link register.
+    CHECK(run_cfi(f, fm.text + 0x40, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.reg, uint32_t{kSp});
+    CHECK_EQ(row.cfa.offset, 0);
+    CHECK(row.regs[kX30].kind == RuleKind::kSameValue);
+    // After the stp (one 4-byte instruction): both saved, CFA = sp + 32.
+    CHECK(run_cfi(f, fm.text + 0x44, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.offset, 32);
+    CHECK(row.regs[kX29].kind == RuleKind::kOffset);
+    CHECK_EQ(row.regs[kX29].offset, -32);
+    CHECK_EQ(row.regs[kX30].offset, -24);
+    // After mov x29, sp.
+    CHECK(run_cfi(f, fm.text + 0x48, &row) == CfiResult::kOk);
+    CHECK_EQ(row.cfa.reg, uint32_t{kX29});
+}
+
+TEST(unwind_aarch64_stops) {
+    FakeModule fm;
+    build_fake_module_aarch64(&fm);
+    uint64_t pcs[16] = {};
+    UnwindStatus st;
+    {
+        // The leaf's link register points at no module.
+        FakeStack64 fs;
+        build_fake_stack_aarch64(fm, &fs);
+        fs.regs.lr = 0x10 | kPac;
+        CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 1u);
+        CHECK(st.stop == UnwindStop::kOutsideModules);
+    }
+    {
+        // g2's frame record lies above the stack's upper bound.
+        FakeStack64 fs;
+        build_fake_stack_aarch64(fm, &fs);
+        CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.at(5), pcs, 16, &st), 2u);
+        CHECK(st.stop == UnwindStop::kStackBounds);
+    }
+    {
+        // Interrupted in g2's prologue right after the stp, before x29 is set: the CFA comes
+        // from sp, the return address from the slot the stp just wrote.
+        FakeStack64 fs;
+        build_fake_stack_aarch64(fm, &fs);
+        fs.regs.pc = fm.text + 0x44;
+        fs.regs.sp = fs.at(8);  // CFA = sp + 32 = &s[12]: x29, x30 at s[8], s[9]
+        fs.regs.fp = 0xdead;    // still the caller's, here garbage: not followed
+        fs.s[8] = 0xdead;
+        fs.s[9] = (fm.text + 0x88) | kPac;
+        fs.s[13] = 0;           // g3's saved x30 (CFA &s[14] - 8): 0 ends the stack
+        CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 2u);
+        CHECK_EQ(pcs[1], fm.text + 0x88);
+        CHECK_EQ(st.cfi_steps, 2);
+        CHECK(st.stop == UnwindStop::kBottom);
+    }
+    {
+        FakeStack64 fs;
+        build_fake_stack_aarch64(fm, &fs);
+        CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 3, &st), 3u);
+        CHECK(st.truncated);
+        CHECK(st.stop == UnwindStop::kDepthCap);
+    }
+}
+
+#endif  // __aarch64__

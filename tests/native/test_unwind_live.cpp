@@ -323,11 +323,14 @@ TEST(unwind_eval_ranges_libpython) {
         std::fprintf(stderr, "  (no libpython3.11/3.12 to dlopen: skipped; set SPPROF_TEST_LIBPYTHON)\n");
         return;
     }
+    // Debian's libpython is stripped of .symtab, where the local .cold symbol lives: there only
+    // the exported main part can be found (make test-arm64 sets this for its sysroot's library).
+    const bool stripped = std::getenv("SPPROF_TEST_LIBPYTHON_STRIPPED") != nullptr;
     Symbolizer sym;
     EvalRanges r;
     const Error err = find_eval_ranges(sym, nullptr, &r);
     CHECK(err.ok());
-    CHECK(r.count >= 2);  // the function and its .cold part
+    CHECK(r.count >= 2 || stripped);  // the function and its .cold part
     void* main_part = dlsym(h, "_PyEval_EvalFrameDefault");
     CHECK(is_eval_frame(r, reinterpret_cast<uintptr_t>(main_part)));
     bool main_found = false, cold_found = false;
@@ -341,7 +344,7 @@ TEST(unwind_eval_ranges_libpython) {
         CHECK(!is_eval_frame(r, r.lo[i] - 1) || r.count > 1);
     }
     CHECK(main_found);
-    CHECK(cold_found);
+    CHECK(cold_found || stripped);
     // The tables unwind it: an FDE covers the eval loop.
     UnwindTables tables;
     CHECK(tables.refresh().ok());

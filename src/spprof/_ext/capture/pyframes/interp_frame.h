@@ -60,7 +60,9 @@ SPPROF_NO_SANITIZE_ADDRESS inline bool read_interp_frame(const R& r, uintptr_t f
     if (f == nullptr) return false;
     v->previous = load_field<uintptr_t>(f, offsetof(Frame, previous));
     const char owner = load_field<char>(f, offsetof(Frame, owner));
-    if (owner < 0 || owner > Layout::kMaxOwner) return false;
+    // Compared as unsigned: char is signed on x86_64 and unsigned on arm64, and a torn byte
+    // (0x80-0xff) must fail the range check on both.
+    if (static_cast<unsigned char>(owner) > static_cast<unsigned char>(Layout::kMaxOwner)) return false;
     if (Layout::is_shim(owner) || Layout::not_python(owner)) {
         v->is_shim = Layout::is_shim(owner);
         v->skip = true;
