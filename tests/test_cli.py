@@ -394,6 +394,37 @@ def test_samples_of_the_runner_alone_are_dropped_not_shown_as_roots():
     assert all(stack[0] != "__exit__" for stack in names)
 
 
+def test_an_import_the_runner_makes_is_dropped_not_shown_as_a_root():
+    # Under qemu, runpy's own imports were slow enough to be sampled: with the runner's frames
+    # hidden, `_find_and_load` became a second root beside the program's <module>.
+    from spprof import Frame
+    from spprof.cli.record import hide_runner
+    from test_formats_common import pack_rows, small_profile
+
+    p = small_profile()
+    runpy_file = "/usr/lib/python3.12/runpy.py"
+    bootstrap = "<frozen importlib._bootstrap>"
+    base = len(p.frame_table)
+    p.frame_table = [
+        *p.frame_table,
+        Frame("_get_module_details", runpy_file, 140, qualname="_get_module_details"),
+        Frame("_find_and_load", bootstrap, 1360, qualname="_find_and_load"),
+    ]
+    runner_import = len(p.stacks)
+    # the runner importing; the program importing at module level (kept)
+    p.stacks = [*p.stacks, (base, base + 1), (base, 0, base + 1)]
+    before = len(p.samples)
+    p.rows += pack_rows([(2_000_000_000, 1, runner_import, 0, 0)] * 4)
+    p.rows += pack_rows([(2_000_000_001, 1, runner_import + 1, 0, 0)] * 2)
+    p._samples = None
+
+    hide_runner(p, frozenset({runpy_file}))
+    names = [[f.function_name for f in s.frames] for s in p.samples]
+    assert len(names) == before + 2
+    assert names[-1] == ["<module>", "_find_and_load"]
+    assert all(stack[0] != "_find_and_load" for stack in names)
+
+
 # ---- the command line as py-spy users type it -------------------------------------------
 
 

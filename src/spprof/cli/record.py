@@ -323,6 +323,29 @@ def _is_runner_file(filename: str, files: frozenset[str]) -> bool:
     )
 
 
+# The import system's own frames: an import the runner makes (runpy finding the module,
+# spprof importing a writer) has these and the runner's frames only.
+_IMPORT_SYSTEM_FILES = frozenset(
+    {
+        "<frozen importlib._bootstrap>",
+        "<frozen importlib._bootstrap_external>",
+        "<frozen zipimport>",
+    }
+)
+
+
+def hide_runner(profile: ProfileData, files: frozenset[str]) -> None:
+    """Drop the samples taken in the runner alone (runpy setting up or cleaning up, or an import
+    it makes, which has no frame of the program) and hide the runner's frames above the
+    program's."""
+    profile.drop_runner_samples(
+        lambda frame: (
+            _is_runner_file(frame.filename, files) or frame.filename in _IMPORT_SYSTEM_FILES
+        )
+    )
+    profile.drop_root_frames(lambda frame: _is_runner_file(frame.filename, files))
+
+
 def _program_traceback(
     tb: Optional[TracebackType], files: frozenset[str]
 ) -> Optional[TracebackType]:
@@ -390,8 +413,7 @@ class _Recording:
         files = self._runner_files
         # Time in the runner before or after the program (runpy setting up, cleaning up) is not
         # the program's; above the program's frames the runner's are hidden.
-        profile.drop_runner_samples(lambda frame: _is_runner_file(frame.filename, files))
-        profile.drop_root_frames(lambda frame: _is_runner_file(frame.filename, files))
+        hide_runner(profile, files)
         full = profile
         profile = keep_requested_samples(profile, opts)
         try:
