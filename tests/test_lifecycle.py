@@ -12,6 +12,7 @@ import pytest
 
 import spprof
 import workloads as w
+from conftest import EMULATED
 
 
 def _rss_kb() -> int:
@@ -51,7 +52,10 @@ def test_thousand_start_stop_cycles_with_threads_alive_keep_rate_and_memory_flat
         stop.set()
         for t in workers:
             t.join()
-    assert rss_after - rss_before < 8 * 1024, (rss_before, rss_after)
+    if not EMULATED:
+        # qemu-user keeps ~280 KB per guest thread that ever ran (1,000 plain Python threads
+        # started and joined: RSS +279 MB), so under emulation RSS measures qemu, not spprof.
+        assert rss_after - rss_before < 8 * 1024, (rss_before, rss_after)
     # Same rate before and after: sampled time equals CPU time, and never more samples than
     # one per interval (a leaked timer doubles the rate). Counts alone can fall under CPU
     # contention (expirations fold into overruns), weights cannot.

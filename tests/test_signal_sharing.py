@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import spprof
-from conftest import run_python
+from conftest import run_python, skip_when_emulated
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="signal-driven sampling is the Linux path"
@@ -43,6 +43,10 @@ print(json.dumps({"ticks": len(ticks), "cpu": cpu, "spprof_s": mine / 1e9,
 """
 
 
+@skip_when_emulated(
+    "qemu-user hands a host signal to the guest only between translated blocks, so the "
+    "program's ITIMER_PROF expirations merge (53 of ~102 ticks arrived in one run)"
+)
 def test_program_with_its_own_sigprof_sampler_gets_every_tick():
     # At 2df7638 spprof's timers shared SIGPROF with the program: its 5 ms handler got 11-12
     # of ~100 ticks and spprof counted the program's signals as its own samples.
