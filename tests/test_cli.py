@@ -508,6 +508,22 @@ def test_a_name_with_no_suffix_gets_speedscope(tmp_path):
     assert doc["$schema"] == "https://www.speedscope.app/file-format-schema.json"
 
 
+def test_threads_option_keeps_each_thread_as_the_root_frame(tmp_path):
+    # py-spy's --threads: collapsed and flamegraph otherwise merge the threads' stacks.
+    src = tmp_path / "p.spprof"
+    r = run_python("-m", "spprof", "-q", "--threads", "-f", "collapsed", "-o", "t.txt", TARGET,
+                   cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = (tmp_path / "t.txt").read_text().splitlines()
+    assert lines and all(re.match(r"MainThread \(tid \d+\);<module>", line) for line in lines)
+    r = run_python("-m", "spprof", "-q", "-o", str(src), TARGET)
+    assert r.returncode == 0, r.stderr
+    for extra, root in (([], "<module>"), (["--threads"], "MainThread (tid ")):
+        r = run_python("-m", "spprof", "convert", str(src), "-f", "collapsed", "-o", "-", *extra)
+        assert r.returncode == 0, r.stderr
+        assert all(line.startswith(root) for line in r.stdout.splitlines()), r.stdout
+
+
 def test_convert_refuses_an_unknown_suffix(tmp_path):
     src = tmp_path / "p.spprof"
     r = run_python("-m", "spprof", "-q", "-o", str(src), TARGET)

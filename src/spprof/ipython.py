@@ -127,7 +127,7 @@ class SpprofMagic:
         kept = keep_requested_samples(profile, opts)
         written = ""
         if opts.output:
-            written = str(write(kept, Path(opts.output), fmt))
+            written = str(write(kept, Path(opts.output), fmt, thread_roots=opts.threads))
         if not opts.quiet:
             print(summary(kept, top=opts.top, output=written, fmt=fmt, threads_of=profile))
         display = importlib.import_module("IPython.display")

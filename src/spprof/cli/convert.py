@@ -9,7 +9,7 @@ from typing import Optional
 from .._load import load
 from ..output import FORMATS, render, write
 from .errors import CliError, Parser, guarded
-from .record import output_format
+from .record import add_threads_option, output_format
 
 
 def _parser() -> Parser:
@@ -25,6 +25,7 @@ def _parser() -> Parser:
         help="output format (default: from the -o file name)",
     )
     p.add_argument("-o", "--output", help="file to write, or - for stdout (default: IN + suffix)")
+    add_threads_option(p)
     return p
 
 
@@ -39,7 +40,7 @@ def _convert(argv: list[str]) -> int:
     src = Path(opts.input)
     profile = load(src)
     if opts.output == "-":
-        sys.stdout.buffer.write(render(profile, fmt))
+        sys.stdout.buffer.write(render(profile, fmt, opts.threads))
         sys.stdout.buffer.flush()
         return 0
     if opts.output:
@@ -49,7 +50,7 @@ def _convert(argv: list[str]) -> int:
         out = src.with_name(stem + FORMATS[fmt][1])
     if out.exists() and out.resolve() == src.resolve():
         raise CliError(f"convert: the output {out} is the input file; give another -o")
-    written = write(profile, out, fmt)
+    written = write(profile, out, fmt, thread_roots=opts.threads)
     print(f"spprof: wrote {written} ({fmt})", file=sys.stderr)
     return 0
 

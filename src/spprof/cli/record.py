@@ -98,6 +98,7 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle", action="store_true", help="wall mode: keep samples of blocked threads")
     p.add_argument("--gil", action="store_true", help="keep only samples holding the GIL")
     p.add_argument("--native", action="store_true", help="include native C frames")
+    add_threads_option(p)
     p.add_argument(
         "--interpreter-frames",
         action="store_true",
@@ -159,6 +160,14 @@ def check_session_options(opts: argparse.Namespace) -> None:
         )
     if opts.top < 1:
         raise CliError(f"--top must be at least 1, got {opts.top}")
+
+
+def add_threads_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        action="store_true",
+        help="collapsed and flamegraph: each thread as the root frame (py-spy's --threads)",
+    )
 
 
 def output_format(fmt: Optional[str], output: Optional[str]) -> str:
@@ -417,7 +426,7 @@ class _Recording:
         full = profile
         profile = keep_requested_samples(profile, opts)
         try:
-            written = write(profile, self._out, self._fmt)
+            written = write(profile, self._out, self._fmt, thread_roots=opts.threads)
         except OSError as exc:
             print(
                 # The OSError names the output path (output.write says so), not a temp file.

@@ -203,8 +203,21 @@ def check_writable(path: PathLike) -> Path:
     return t.path
 
 
-def render(profile: ProfileData, fmt: str) -> bytes:
-    return FORMATS[check_format(fmt)][0](profile)
+# Formats that merge threads unless asked to keep each as its root frame (py-spy's --threads);
+# the others show threads apart already.
+THREAD_ROOT_RENDERERS: dict[str, Callable[[ProfileData], bytes]] = {
+    "collapsed": collapsed.render_with_thread_roots,
+    "flamegraph": flamegraph.render_with_thread_roots,
+}
+
+
+def render(profile: ProfileData, fmt: str, thread_roots: bool = False) -> bytes:
+    """`profile` in `fmt`; `thread_roots` keeps each thread as the root frame where `fmt`
+    would merge threads (collapsed, flamegraph), and changes nothing elsewhere."""
+    fmt = check_format(fmt)
+    if thread_roots and fmt in THREAD_ROOT_RENDERERS:
+        return THREAD_ROOT_RENDERERS[fmt](profile)
+    return FORMATS[fmt][0](profile)
 
 
 def _replace(real: str, data: bytes, mode: Optional[int]) -> None:
@@ -230,7 +243,7 @@ def _write_through(real: str, data: bytes) -> None:
         f.write(data)
 
 
-def write(profile: ProfileData, path: PathLike, fmt: str) -> Path:
+def write(profile: ProfileData, path: PathLike, fmt: str, thread_roots: bool = False) -> Path:
     """Write `profile` to `path` in `fmt`; return `path` with ~ expanded.
 
     A regular or new file (or one a symlink points at) is replaced atomically: a temporary
@@ -239,7 +252,7 @@ def write(profile: ProfileData, path: PathLike, fmt: str) -> Path:
     files under /proc, /sys and /dev/fd are opened and written into. Errors are OSError
     naming `path`, never the temporary file.
     """
-    data = render(profile, fmt)
+    data = render(profile, fmt, thread_roots)
     t = _target(path)
     _probe(t)
     try:
