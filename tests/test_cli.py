@@ -679,9 +679,12 @@ def test_diff_and_report_diff_name_the_function_that_grew(tmp_path):
     assert any("grows" in line for line in (tmp_path / "d.txt").read_text().splitlines())
     r = run_python("-m", "spprof", "report", str(new), "--diff", str(base), "--top", "3")
     assert r.returncode == 0, r.stderr
-    # grows went from ~20% to ~75% of the time, steady the other way (by as much: two rows)
-    rows = {line.split()[3]: line.split()[2] for line in r.stdout.splitlines()[1:] if line}
+    # grows went from ~20% to ~75% of the time, steady the other way: the two largest changes
+    # (a sample may land in the script's own os.environ lookup: a third, small row)
+    lines = [line for line in r.stdout.splitlines()[1:] if line.strip()]
+    rows = {line.split()[3]: line.split()[2] for line in lines[:2]}
     assert set(rows) == {"grows", "steady"}, r.stdout
+    assert all(abs(float(line.split()[2])) < 10 for line in lines[2:]), r.stdout
     assert float(rows["grows"]) > 30 and float(rows["steady"]) < -30, r.stdout
     r = run_python("-m", "spprof", "diff", str(base), str(new), "-o", str(tmp_path / "d.xyz"))
     assert r.returncode == 2 and "cannot tell the output format" in r.stderr
