@@ -39,7 +39,7 @@ NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: demo test pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean
+.PHONY: demo test print-pythons pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean
 
 # Install spprof for the default interpreter and profile the bundled example.
 demo:
@@ -194,6 +194,10 @@ lint:
 
 darwin-check:
 	../shared/tools/darwin-check
+
+# The interpreters `make test` runs the suite on, one a line (.ci/run splits them in two lanes).
+print-pythons:
+	@for py in $(PYTHONS); do echo $$py; done
 
 clean:
 	rm -rf build $(VENVS) src/spprof/*.so demo.speedscope.json
