@@ -366,6 +366,7 @@ def test_samples_of_the_runner_alone_are_dropped_not_shown_as_roots():
     # A sample taken while runpy sets up or cleans up (`_TempModule.__exit__` after the program
     # returned) has no frame of the program: the console-script test saw it as a second root.
     from spprof import Frame
+    from spprof.cli.record import hide_runner
     from test_formats_common import pack_rows, small_profile
 
     p = small_profile()
@@ -383,11 +384,7 @@ def test_samples_of_the_runner_alone_are_dropped_not_shown_as_roots():
     p.rows += pack_rows([(2_000_000_001, 1, only_runner + 1, 0, 0)] * 2)
     p._samples = None
 
-    def is_runner(frame: Frame) -> bool:
-        return frame.filename == runpy_file
-
-    assert p.drop_runner_samples(is_runner) == 3
-    p.drop_root_frames(is_runner)
+    hide_runner(p, frozenset({runpy_file}))
     names = [[f.function_name for f in s.frames] for s in p.samples]
     assert len(names) == before + 2
     assert names[-1] == ["<module>", "main", "hot"]  # runpy above the program: hidden
@@ -409,20 +406,22 @@ def test_an_import_the_runner_makes_is_dropped_not_shown_as_a_root():
         *p.frame_table,
         Frame("_get_module_details", runpy_file, 140, qualname="_get_module_details"),
         Frame("_find_and_load", bootstrap, 1360, qualname="_find_and_load"),
+        Frame("get_importer", "/usr/lib/python3.12/pkgutil.py", 422, qualname="get_importer"),
     ]
     runner_import = len(p.stacks)
     # the runner importing; the program importing at module level (kept)
-    p.stacks = [*p.stacks, (base, base + 1), (base, 0, base + 1)]
+    p.stacks = [*p.stacks, (base, base + 1), (base, 0, base + 1), (base, base + 2)]
     before = len(p.samples)
     p.rows += pack_rows([(2_000_000_000, 1, runner_import, 0, 0)] * 4)
     p.rows += pack_rows([(2_000_000_001, 1, runner_import + 1, 0, 0)] * 2)
+    p.rows += pack_rows([(2_000_000_002, 1, runner_import + 2, 0, 0)] * 3)  # runpy's pkgutil
     p._samples = None
 
     hide_runner(p, frozenset({runpy_file}))
     names = [[f.function_name for f in s.frames] for s in p.samples]
     assert len(names) == before + 2
     assert names[-1] == ["<module>", "_find_and_load"]
-    assert all(stack[0] != "_find_and_load" for stack in names)
+    assert all(stack[0] not in ("_find_and_load", "get_importer") for stack in names)
 
 
 # ---- the command line as py-spy users type it -------------------------------------------

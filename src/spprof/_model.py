@@ -392,18 +392,14 @@ class ProfileData:
                 own.add(stack_id)
         return self._drop_stacks(own)
 
-    def drop_runner_samples(self, is_runner: Callable[[Frame], bool]) -> int:
-        """Drop the samples whose every Python frame is the runner's; return how many.
-
-        The CLI runs the program through runpy: a sample taken before the program's `<module>`
-        starts or after it returns (runpy cleaning up) has no frame of the program at all.
-        """
+    def drop_stacks_if(self, predicate: Callable[[list[Frame]], bool]) -> int:
+        """Drop the samples whose stack (its frames, root first) `predicate` accepts; return
+        how many."""
         table = self.frame_table
         own = {
             stack_id
             for stack_id, ids in enumerate(self.stacks)
-            if any(not table[i].is_native for i in ids)
-            and all(is_runner(table[i]) for i in ids if not table[i].is_native)
+            if predicate([table[i] for i in ids])
         }
         return self._drop_stacks(own)
 

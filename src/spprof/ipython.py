@@ -108,7 +108,13 @@ class SpprofMagic:
             exec(code, namespace)
         finally:
             profile = _session.stop()
-            profile.drop_runner_samples(lambda frame: frame.filename in runner)
+            # IPython's time alone (no frame of the cell): not the cell's
+            profile.drop_stacks_if(
+                lambda frames: (
+                    any(not f.is_native for f in frames)
+                    and all(f.filename in runner for f in frames if not f.is_native)
+                )
+            )
             profile.drop_root_frames(lambda frame: frame.filename in runner)
             self._show(profile, opts, fmt)
 

@@ -29,7 +29,7 @@ from typing import Any, Optional, TypeVar
 
 from .. import _debug, _ext, _session
 from .._config import SessionConfig
-from .._model import ProfileData
+from .._model import Frame, ProfileData
 from .._session import __version__
 from ..output import FORMATS, check_format, check_writable, guess_format, write
 from ..output.report import summary
@@ -332,27 +332,28 @@ def _is_runner_file(filename: str, files: frozenset[str]) -> bool:
     )
 
 
-# The import system's own frames: an import the runner makes (runpy finding the module,
-# spprof importing a writer) has these and the runner's frames only.
-_IMPORT_SYSTEM_FILES = frozenset(
-    {
-        "<frozen importlib._bootstrap>",
-        "<frozen importlib._bootstrap_external>",
-        "<frozen zipimport>",
-    }
-)
-
-
 def hide_runner(profile: ProfileData, files: frozenset[str]) -> None:
-    """Drop the samples taken in the runner alone (runpy setting up or cleaning up, or an import
-    it makes, which has no frame of the program) and hide the runner's frames above the
-    program's."""
-    profile.drop_runner_samples(
-        lambda frame: (
-            _is_runner_file(frame.filename, files) or frame.filename in _IMPORT_SYSTEM_FILES
-        )
-    )
-    profile.drop_root_frames(lambda frame: _is_runner_file(frame.filename, files))
+    """Drop the samples taken in the runner's own time and hide the runner's frames above the
+    program's.
+
+    The program's stacks under the runner go launcher / spprof.cli / runpy, then the
+    program's `<module>`. A stack whose Python frames start at the runner and do not reach a
+    `<module>` right below it is the runner's: runpy setting up or cleaning up, or what it
+    calls (pkgutil, importlib, zipimport). Stacks not rooted at the runner (threads) are kept.
+    """
+
+    def is_runner(frame: Frame) -> bool:
+        return _is_runner_file(frame.filename, files)
+
+    def runner_time(frames: list[Frame]) -> bool:
+        python = [f for f in frames if not f.is_native]
+        if not python or not is_runner(python[0]):
+            return False
+        below = next((f for f in python if not is_runner(f)), None)
+        return below is None or below.function_name != "<module>"
+
+    profile.drop_stacks_if(runner_time)
+    profile.drop_root_frames(is_runner)
 
 
 def _program_traceback(
