@@ -687,3 +687,24 @@ def test_diff_and_report_diff_name_the_function_that_grew(tmp_path):
     assert float(rows["grows"]) > 30 and float(rows["steady"]) < -30, r.stdout
     r = run_python("-m", "spprof", "diff", str(base), str(new), "-o", str(tmp_path / "d.xyz"))
     assert r.returncode == 2 and "cannot tell the output format" in r.stderr
+
+
+def test_total_time_table_names_the_line_with_the_most_total_time():
+    # A caller's row in the total table is where it spends its time (the call's line), even
+    # when a sample or two caught it on another line itself (CI saw '<module> (...:7)' for a
+    # cell whose call on line 6 held 98 % of the time).
+    from spprof import Frame
+    from spprof.output.report import summary
+    from test_formats_common import pack_rows, small_profile
+
+    p = small_profile()
+    base = len(p.frame_table)
+    p.frame_table = [*p.frame_table, Frame("<module>", "/app/prog.py", 31, qualname="<module>")]
+    p.stacks = [*p.stacks, (base,)]  # <module> itself, on line 31, once
+    p.rows += pack_rows([(2_000_000_000, 1_000_000, len(p.stacks) - 1, 0, 0)])
+    p._samples = None
+    text = summary(p)
+    total_part = text.split("Top functions by total time", 1)[1]
+    self_part = text.split("Top functions by self time", 1)[1].split("Top functions by total")[0]
+    assert "<module> (/app/prog.py:30)" in total_part, text
+    assert "<module> (/app/prog.py:31)" in self_part, text

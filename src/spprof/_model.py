@@ -127,6 +127,8 @@ class FunctionStats:
     self_samples: int
     total_samples: int
     hottest_line: int  # the line with most self time (or total time when self is 0)
+    # the line with most total time: where a caller spends it (its call's line)
+    hottest_total_line: int = 0
 
 
 _P = TypeVar("_P", bound="ProfileData")  # from_native and filter keep the subclass (Profile)
@@ -323,6 +325,7 @@ class ProfileData:
         for key, (name, self_ns, total_ns, self_n, total_n) in stats.items():
             per_line = lines[key]
             hottest = max(per_line.items(), key=lambda kv: (kv[1][0], kv[1][1]))[0]
+            hottest_total = max(per_line.items(), key=lambda kv: (kv[1][1], kv[1][0]))[0]
             result.append(
                 FunctionStats(
                     function_name=name,
@@ -334,6 +337,7 @@ class ProfileData:
                     self_samples=self_n,
                     total_samples=total_n,
                     hottest_line=hottest,
+                    hottest_total_line=hottest_total,
                 )
             )
         result.sort(key=lambda s: (s.self_ns, s.total_ns), reverse=True)

@@ -177,7 +177,8 @@ def summary(
             value = getattr(f, key)
             if value == 0:
                 break
-            label = _label(f.qualname, f.filename, f.hottest_line)
+            line = f.hottest_total_line if key == "total_ns" else f.hottest_line
+            label = _label(f.qualname, f.filename, line)
             lines.append(f"  {100.0 * value / total:>5.1f}% {_seconds(value):>8}  {label}")
     if output:
         lines.append("")
