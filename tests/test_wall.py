@@ -429,3 +429,66 @@ def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
         # hashing time put on the wrong line would be hundreds of milliseconds.
         assert rest_runnable <= 0.05e9, truth
         assert 0.25e9 <= on_rest <= 0.4e9 and rest_idle + rest_runnable == on_rest, truth
+
+
+STRETCH_SCRIPT = r"""
+import json, time
+import spprof
+
+def spin_then_sleep():
+    c0, t0 = time.thread_time(), time.monotonic()
+    x = 0
+    while time.monotonic() - t0 < 1.0:  # SPIN_LINE
+        x += 1  # SPIN_LINE
+    busy = (time.thread_time() - c0, time.monotonic() - t0)
+    t1 = time.monotonic()
+    time.sleep(0.3)  # SLEEP_LINE
+    return busy, time.monotonic() - t1
+
+with spprof.Profiler(interval_ms=10, mode="wall") as p:
+    t0 = time.monotonic()
+    busy, slept = spin_then_sleep()
+    alive = time.monotonic() - t0
+st = spprof.stats()
+lines = {}
+for s in p.get_samples():
+    leaf = s.frames[-1]
+    if leaf.function_name == "spin_then_sleep":
+        key = (leaf.lineno, "idle" if s.idle else "cpu")
+        lines[str(key)] = lines.get(str(key), 0) + s.weight_ns
+print(json.dumps({"busy_cpu": busy[0], "busy_wall": busy[1], "slept": slept, "alive": alive,
+                  "duration": p.profile.duration_ns / 1e9, "lines": lines,
+                  "ticks": st["wall_ticks"], "skips": st["wall_quiet_skips"],
+                  "missed": st["wall_missed_ticks"]}))
+"""
+
+
+def test_census_stretches_while_the_only_thread_runs_and_loses_no_time():
+    # A thread on its CPU the whole time needs no census (its CPU timer samples it): the census
+    # period doubles up to 50 ms. When it then blocks, the next census places the blocked time
+    # on the sleep line in full, and the period is back to 10 ms.
+    import json
+
+    r = run_python("-c", STRETCH_SCRIPT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    src = STRETCH_SCRIPT.splitlines()
+    spin_lines = [i for i, t in enumerate(src, 1) if "SPIN_LINE" in t]  # line 1 is ""
+    sleep_line = next(i for i, t in enumerate(src, 1) if "SLEEP_LINE" in t)
+    lines = {eval(k): v / 1e9 for k, v in out["lines"].items()}
+    on_spin = sum(lines.get((n, "cpu"), 0.0) for n in spin_lines)
+    on_sleep = lines.get((sleep_line, "idle"), 0.0)
+    # Every base period (10 ms) of the session is a census, one passed over while quiet, or
+    # one missed under load: the stretch keeps the schedule's phase and counts what it skips.
+    periods = out["duration"] / 0.01
+    assert abs(out["ticks"] + out["skips"] + out["missed"] - periods) <= 0.1 * periods + 3, out
+    assert out["skips"] >= 1, out  # the first census of a running thread is quiet
+    # No time lost or misplaced by a stretched period.
+    assert abs(on_spin - out["busy_wall"]) <= 0.1 * out["busy_wall"], (on_spin, out)
+    assert abs(on_sleep - out["slept"]) <= 0.1 * out["slept"], (on_sleep, out)
+    # The 0.3 s asleep: ~30 censuses at the base period, none passed over.
+    # On a machine that gave the thread its CPU (98 % of the second: no time to carry), the
+    # busy second took ~20 censuses, not 100. Under load the thread is off its CPU part of
+    # each period, and the census stays at 10 ms to place that time.
+    if out["busy_cpu"] >= 0.99 * out["busy_wall"]:
+        assert out["ticks"] <= 20 + 30 + 15, out

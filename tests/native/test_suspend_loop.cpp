@@ -105,6 +105,31 @@ TEST(loop_sleeps_in_slices_and_stops_promptly) {
     CHECK(clock.sleeps >= 3);
 }
 
+TEST(loop_tick_can_ask_for_a_later_deadline_without_counting_it_missed) {
+    FakeClock clock;
+    std::atomic<bool> running{true};
+    std::vector<uint64_t> deadlines;
+    uint64_t missed_reported = 0;
+    const LoopCounters c = run_deadline_loop(
+        clock, 10, 0, running,
+        [&](uint64_t d) -> uint32_t {
+            deadlines.push_back(d);
+            if (deadlines.size() == 4) clock.t += 75;  // a slow tick while stretched
+            if (deadlines.size() == 6) running.store(false);
+            return deadlines.size() < 4 ? 4u : 1u;  // stretched, then back to every interval
+        },
+        [&](uint64_t n) { missed_reported += n; });
+    CHECK_EQ(c.ticks, 6ull);
+    CHECK_EQ(deadlines[0], 1010ull);
+    CHECK_EQ(deadlines[1], 1050ull);  // 4 intervals on; the passed-over deadlines are not missed
+    CHECK_EQ(deadlines[2], 1090ull);
+    CHECK_EQ(deadlines[3], 1130ull);
+    // Tick 4 finished at 1205: 1140 .. 1200 passed (7 missed), phase kept.
+    CHECK_EQ(deadlines[4], 1210ull);
+    CHECK_EQ(missed_reported, 7ull);
+    CHECK_EQ(c.missed, 7ull);
+}
+
 TEST(loop_not_entered_when_not_running) {
     FakeClock clock;
     std::atomic<bool> running{false};

@@ -237,3 +237,90 @@ TEST(census_walk_that_cannot_be_trusted_keeps_its_time_for_the_next_one) {
     CHECK_EQ(d.weight_ns, 30 * kMs);  // all three periods, on the stack finally read
     CHECK_EQ(s.idle_record_weight, 0u);
 }
+
+TEST(census_pace_stretches_while_quiet_and_snaps_back) {
+    spprof::CensusPace pace(10 * kMs);
+    CHECK_EQ(pace.max_periods(), 5u);
+    CHECK_EQ(pace.after_census(true, 1), 2u);
+    CHECK_EQ(pace.after_census(true, 1), 4u);
+    CHECK_EQ(pace.after_census(true, 1), 5u);  // 50 ms, never past it
+    CHECK_EQ(pace.after_census(true, 1), 5u);
+    CHECK_EQ(pace.after_census(false, 1), 1u);  // anything to account for: back at once
+    CHECK_EQ(pace.after_census(true, 3), 3u);   // the budget's stride is a floor
+    CHECK_EQ(pace.after_census(true, 3), 4u);
+    CHECK_EQ(pace.after_census(false, 3), 3u);
+    CHECK_EQ(pace.after_census(false, 0), 1u);
+    spprof::CensusPace slow(50 * kMs);  // interval 50 ms or more: nothing to stretch
+    CHECK_EQ(slow.after_census(true, 1), 1u);
+    spprof::CensusPace odd(20 * kMs);
+    CHECK_EQ(odd.after_census(true, 1), 2u);
+    CHECK_EQ(odd.after_census(true, 1), 2u);  // 40 ms
+}
+
+// The census driven as the sampler drives it: the period just elapsed is base x periods.
+struct PacedSim {
+    Sim s;
+    spprof::CensusPace pace{10 * kMs};
+    const uint64_t base = 10 * kMs;
+    uint32_t periods = 1;
+    int censuses = 0;
+    CensusDecision census(uint64_t run, bool runnable_at_census = false) {
+        s.p.census_ns = base * periods;
+        const CensusDecision d = s.period(run, runnable_at_census);
+        ++censuses;
+        periods = pace.after_census(spprof::census_quiet(s.slot, d, s.p), 1);
+        return d;
+    }
+    uint64_t period_ns() const { return base * periods; }
+};
+
+// A busy thread under a stretched census, then it blocks: the stretch ends at the first census
+// that sees it, the walk gets the whole off-CPU time, and every nanosecond is still counted.
+TEST(census_stretched_period_loses_no_time_when_a_thread_blocks) {
+    PacedSim ps;
+    for (int i = 0; i < 20; ++i) ps.census(ps.period_ns());  // busy the whole time
+    CHECK_EQ(ps.periods, 5u);
+    CHECK_EQ(ps.s.total(), ps.s.now);
+    const uint64_t before = ps.s.now;
+    CensusDecision d = ps.census(2 * kMs);  // runs 2 ms of the next 50 ms, then blocks
+    CHECK(d.action == CensusAction::kWalk);
+    CHECK(d.idle);
+    CHECK_EQ(d.weight_ns, 48 * kMs);
+    CHECK_EQ(ps.periods, 1u);  // back to 10 ms at once
+    CHECK_EQ(ps.s.now - before, 50 * kMs);
+    d = ps.census(0);
+    CHECK(d.action == CensusAction::kIdleRecord);
+    CHECK_EQ(d.weight_ns, 10 * kMs);
+    CHECK_EQ(ps.periods, 1u);  // a blocked thread keeps the census at its base period
+    CHECK_EQ(ps.s.total(), ps.s.now);
+}
+
+// A thread that is off its CPU for part of a period (it waited for a CPU, or blocked briefly)
+// keeps the census at its base period even with less than a sample's worth carried.
+TEST(census_thread_off_cpu_for_part_of_the_period_is_not_quiet) {
+    PacedSim ps;
+    ps.s.p.sample_interval_ns = 10 * kMs;
+    for (int i = 0; i < 5; ++i) ps.census(ps.period_ns());
+    CHECK_EQ(ps.periods, 5u);
+    ps.census(ps.period_ns() - 5 * kMs, /*runnable_at_census=*/true);  // 5 of 50 ms off CPU
+    CHECK_EQ(ps.periods, 1u);
+    ps.census(9'900'000, true);  // 0.1 of 10 ms off CPU: 1 %, quiet again (carry 5.1 ms)
+    CHECK_EQ(ps.periods, 2u);
+    ps.census(20 * kMs - 5 * kMs, true);  // carry now 10.1 ms: a sample's worth, not quiet
+    CHECK_EQ(ps.periods, 1u);
+}
+
+// A thread with a sample's worth carried is not quiet, however it ran this period.
+TEST(census_carry_due_is_not_quiet) {
+    Sim s;
+    s.period(10 * kMs);
+    const CensusDecision d = s.period(4 * kMs, /*runnable_at_census=*/true);  // 6 ms carried
+    CHECK(d.action == CensusAction::kNothing);
+    CHECK(!spprof::census_quiet(s.slot, d, s.p));
+    Sim q;
+    q.p.sample_interval_ns = 10 * kMs;
+    q.period(10 * kMs);
+    const CensusDecision e = q.period(9'900'000, true);  // 0.1 ms carried, under a sample's worth
+    CHECK(e.action == CensusAction::kNothing);
+    CHECK(spprof::census_quiet(q.slot, e, q.p));
+}

@@ -9,8 +9,8 @@ uint64_t DeadlineSchedule::start(uint64_t now) {
     return next_;
 }
 
-uint64_t DeadlineSchedule::advance(uint64_t now) {
-    next_ += interval_;
+uint64_t DeadlineSchedule::advance(uint64_t now, uint64_t periods) {
+    next_ += (periods ? periods : 1) * interval_;
     if (next_ <= now) {
         // Behind: skip every deadline at or before `now`, keeping the phase. One division,
         // so a long stall (a laptop lid closed for an hour) costs no loop.

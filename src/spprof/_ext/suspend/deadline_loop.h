@@ -11,12 +11,17 @@
 // ticks on macOS); the tests drive a fake clock. Sleeps are cut into slices of at most
 // `max_sleep` so that a stop request is seen promptly even at a 1 s interval.
 //
+// A tick may return how many intervals ahead it wants the next one (the wall census stretches
+// its period while it has nothing to account for): deadlines passed over that way are
+// neither slept through one by one nor counted as missed. A tick returning void means 1.
+//
 // Portable and Python-free; tested on Linux (tests/native/test_suspend_loop.cpp).
 // Called on the sampler thread only.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 namespace spprof {
 
@@ -27,9 +32,10 @@ public:
 
     // First deadline, one interval after `now`.
     uint64_t start(uint64_t now);
-    // A tick that was due at next() finished at `now`: return the following deadline, which
-    // is always later than `now`. Deadlines that already passed are skipped and counted.
-    uint64_t advance(uint64_t now);
+    // A tick that was due at next() finished at `now`: return the deadline `periods` intervals
+    // on (at least 1), which is always later than `now`. Deadlines that already passed are
+    // skipped and counted.
+    uint64_t advance(uint64_t now, uint64_t periods = 1);
 
     uint64_t next() const { return next_; }
     uint64_t interval() const { return interval_; }
@@ -47,7 +53,8 @@ struct LoopCounters {
 };
 
 // Run until `running` is false: sleep to each deadline, then tick(deadline). `on_missed(n)`
-// is told about deadlines skipped after each tick (n may be 0). Sampler thread.
+// is told about deadlines skipped after each tick (n may be 0). tick returns void, or the
+// number of intervals to the next tick. Sampler thread.
 template <class Clock, class Tick, class OnMissed>
 LoopCounters run_deadline_loop(Clock& clock, uint64_t interval, uint64_t max_sleep,
                                const std::atomic<bool>& running, Tick&& tick,
@@ -63,10 +70,15 @@ LoopCounters run_deadline_loop(Clock& clock, uint64_t interval, uint64_t max_sle
             clock.sleep_until(wake);
             continue;  // re-check `running` after every slice
         }
-        tick(deadline);
+        uint64_t periods = 1;
+        if constexpr (std::is_void_v<decltype(tick(deadline))>) {
+            tick(deadline);
+        } else {
+            periods = static_cast<uint64_t>(tick(deadline));
+        }
         ++c.ticks;
         const uint64_t missed_before = schedule.missed();
-        deadline = schedule.advance(clock.now());
+        deadline = schedule.advance(clock.now(), periods);
         const uint64_t missed_now = schedule.missed() - missed_before;
         c.missed += missed_now;
         on_missed(missed_now);

@@ -6,6 +6,7 @@
 
 #include "wall_sampler.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "../framewalker.h"
@@ -23,16 +24,12 @@ namespace spprof {
 
 namespace {
 
-struct MonotonicClock {
-    uint64_t now() { return platform_monotonic_ns(); }
-    void sleep_until(uint64_t t) { platform_sleep_until_ns(t); }
-};
 
 // Census period floor: each wake-up costs the sampler ~30 us in a VM; threads that run are
 // sampled by their own CPU timers, so the census needs only to account for blocked time.
 constexpr uint64_t kMinCensusNs = 10'000'000;
-// Sleep slices: a stop request is seen within this even at a 1 s interval.
-constexpr uint64_t kMaxSleepNs = 50'000'000;
+// Sleep slices: stop() wakes the sleep itself; this only bounds a sleep that missed it.
+constexpr uint64_t kMaxSleepNs = 1'000'000'000;
 // A thread counts as having run when its CPU clock moved by more than 1 % of the census period
 // and
 // at least this much: a signal handler's return path and a woken-then-reblocked syscall cost a
@@ -55,7 +52,8 @@ WallSampler::WallSampler(ThreadTable* table, uint64_t interval_ns)
       run_threshold_ns_(census_ns_ / 100 > kMinRunNs ? census_ns_ / 100 : kMinRunNs),
       sample_interval_ns_(interval_ns),
       reader_(new OutsideReader()),
-      frames_(new RawFrame[kMaxPythonFrames]) {}
+      frames_(new RawFrame[kMaxPythonFrames]),
+      pace_(census_ns_) {}
 
 WallSampler::~WallSampler() { stop(); }
 
@@ -72,46 +70,71 @@ Error WallSampler::start() {
 
 void WallSampler::stop() {
     if (!started_) return;
-    running_.store(false, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(sleep_mutex_);
+        running_.store(false, std::memory_order_release);
+    }
+    sleep_cv_.notify_all();
     pthread_join(thread_, nullptr);
     started_ = false;
-    log_debug("wall sampler stopped: %llu censuses (%llu missed), %llu signals, %llu idle records, "
-              "%llu state probes, %llu walks (%llu lost)",
+    log_debug("wall sampler stopped: %llu censuses (%llu missed, %llu passed over while quiet), %llu signals, "
+              "%llu idle records, %llu state probes, %llu walks (%llu lost)",
               static_cast<unsigned long long>(ticks()), static_cast<unsigned long long>(missed_ticks()),
+              static_cast<unsigned long long>(quiet_skips()),
               static_cast<unsigned long long>(signals_sent()), static_cast<unsigned long long>(idle_records()),
               static_cast<unsigned long long>(state_probes()), static_cast<unsigned long long>(walks()),
               static_cast<unsigned long long>(walks_lost()));
 }
 
+// The sampler's clock: monotonic time, and a sleep that stop() cuts short.
+struct WallSampler::WakeableClock {
+    WallSampler* self;
+    uint64_t now() const { return platform_monotonic_ns(); }
+    void sleep_until(uint64_t t) const {
+        const uint64_t n = now();
+        if (t <= n) return;
+        std::unique_lock<std::mutex> lock(self->sleep_mutex_);
+        self->sleep_cv_.wait_for(lock, std::chrono::nanoseconds(t - n),
+                                 [this] { return !self->running_.load(std::memory_order_acquire); });
+    }
+};
+
 void* WallSampler::thread_main(void* arg) {
     auto* self = static_cast<WallSampler*>(arg);
-    MonotonicClock clock;
+    WakeableClock clock{self};
     run_deadline_loop(
         clock, self->census_ns_, kMaxSleepNs, self->running_,
         [self](uint64_t) {
-            self->tick();
+            const uint32_t periods = self->tick();
             self->ticks_.fetch_add(1, std::memory_order_relaxed);
+            return periods;
         },
         [self](uint64_t missed) { self->missed_.fetch_add(missed, std::memory_order_relaxed); });
     return nullptr;
 }
 
-void WallSampler::tick() {
-    if (tick_index_++ % stride_.load(std::memory_order_relaxed) != 0) return;
+uint32_t WallSampler::tick() {
     // Inside the capture gate while ctxs are in use: the session frees a retired ctx only
     // once the gate was seen empty (thread_table.h).
     capture_gate_enter();
-    tick_threads();
+    const bool quiet = tick_threads(census_ns_ * periods_);
     capture_gate_leave();
+    const uint32_t stride = stride_.load(std::memory_order_relaxed);
+    periods_ = pace_.after_census(quiet, stride);
+    // Deadlines passed over because nothing needed a census (the budget's stride aside).
+    const uint32_t floor = stride > 1 ? stride : 1;
+    if (periods_ > floor) quiet_skips_.fetch_add(periods_ - floor, std::memory_order_relaxed);
+    return periods_;
 }
 
-void WallSampler::tick_threads() {
+bool WallSampler::tick_threads(uint64_t period_ns) {
     const uint32_t n = table_->published();
     if (slots_.size() < n) slots_.resize(n);
     CensusParams params;
     params.sample_interval_ns = sample_interval_ns_.load(std::memory_order_relaxed);
-    params.census_ns = census_ns_;
+    params.census_ns = period_ns;
     params.run_threshold_ns = run_threshold_ns_;
+    bool quiet = true;
     for (uint32_t serial = 0; serial < n; ++serial) {
         ThreadCtx* ctx = table_->by_serial(serial);
         if (ctx == nullptr || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached)
@@ -131,6 +154,7 @@ void WallSampler::tick_threads() {
             probes_.fetch_add(1, std::memory_order_relaxed);
             return platform_thread_runnable(ctx->native_tid_) != 0;
         });
+        quiet = quiet && census_quiet(slots_[serial], d, params);
         if (d.action == CensusAction::kWalk) {
             const uint32_t flags = d.runnable ? kSampleRunnable : kSampleIdle;
             if (walk_outside(ctx, in.cpu_ns, in.now_ns, d.weight_ns, flags)) continue;
@@ -148,6 +172,7 @@ void WallSampler::tick_threads() {
         }
         if (d.action == CensusAction::kIdleRecord) write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle);
     }
+    return quiet;
 }
 
 bool WallSampler::write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags) {

@@ -3,7 +3,8 @@
 //
 // Threads that run are sampled by their own per-thread CPU timers, exactly as in CPU mode
 // (no wake-up of ours per sample). Every max(interval, 10 ms), to absolute deadlines (no
-// drift; censuses missed under load are skipped, not replayed), the census reads each
+// drift; censuses missed under load are skipped, not replayed; stretched up to 50 ms while
+// every thread is running, CensusPace in wall_census.h), the census reads each
 // attached thread's CPU clock and accounts for the time it spent off CPU (wall_census.h): a
 // blocked thread is never signalled (a signal makes the blocking call it sits in fail with
 // EINTR). While its CPU clock stands still its stack cannot change: the census writes an idle
@@ -21,8 +22,10 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "../error.h"
@@ -43,9 +46,9 @@ public:
 
     Error start();
     void stop();  // joins the sampler thread; idempotent
-    // Overhead budget: the sample interval widened to `interval_ns`; the census acts on every
-    // k-th wake-up only, k = interval / census period (wake-ups stay on the base schedule, so
-    // nothing drifts). Any thread.
+    // Overhead budget: the sample interval widened to `interval_ns`; the census comes every
+    // k-th deadline only, k = interval / census period (deadlines stay on the base schedule,
+    // so nothing drifts). Any thread.
     void set_interval(uint64_t interval_ns) {
         sample_interval_ns_.store(interval_ns, std::memory_order_relaxed);
         const uint64_t k = (interval_ns + census_ns_ / 2) / census_ns_;
@@ -54,6 +57,8 @@ public:
 
     uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
     uint64_t missed_ticks() const { return missed_.load(std::memory_order_relaxed); }
+    // Base-period deadlines passed over while the census was stretched (wake-ups saved).
+    uint64_t quiet_skips() const { return quiet_skips_.load(std::memory_order_relaxed); }
     uint64_t signals_sent() const { return signals_.load(std::memory_order_relaxed); }
     uint64_t idle_records() const { return idle_.load(std::memory_order_relaxed); }
     uint64_t idle_dropped() const { return idle_dropped_.load(std::memory_order_relaxed); }
@@ -63,9 +68,12 @@ public:
 
 private:
     struct OutsideReader;  // wall_sampler.cpp: a CachedReader over platform_read_no_fault
+    struct WakeableClock;  // wall_sampler.cpp: the deadline loop's clock
     static void* thread_main(void* arg);
-    void tick();
-    void tick_threads();
+    // One census; returns the base periods to the next one.
+    uint32_t tick();
+    // True when the census was quiet (census_quiet for every thread).
+    bool tick_threads(uint64_t period_ns);
     // Sampler thread: reads ctx's Python stack from outside and writes it into its ring as a
     // sample of `weight_ns` flagged `flags`. False when the walk cannot be trusted (the thread
     // ran during it, or has ended) or the record could not be written.
@@ -87,10 +95,15 @@ private:
     pthread_t thread_{};
     bool started_ = false;
     std::atomic<bool> running_{false};
+    // stop() wakes the sampler's sleep at once, so a stretched period needs no sleep slices
+    // (each slice would be a wake-up, the cost the stretch saves).
+    std::mutex sleep_mutex_;
+    std::condition_variable sleep_cv_;
     std::atomic<uint32_t> stride_{1};
-    uint64_t tick_index_ = 0;  // sampler thread only
-    std::atomic<uint64_t> ticks_{0}, missed_{0}, signals_{0}, idle_{0}, idle_dropped_{0}, probes_{0},
-        walks_{0}, walks_lost_{0};
+    CensusPace pace_;          // sampler thread only
+    uint32_t periods_ = 1;     // sampler thread only: base periods since the last census
+    std::atomic<uint64_t> ticks_{0}, missed_{0}, quiet_skips_{0}, signals_{0}, idle_{0}, idle_dropped_{0},
+        probes_{0}, walks_{0}, walks_lost_{0};
 };
 
 }  // namespace spprof
