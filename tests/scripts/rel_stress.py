@@ -485,6 +485,14 @@ def cmd_suspend(n):
     coro_s = [s for s in samples if s.frames and s.frames[-1].function_name == "coro_worker"]
     resume_gen = w.line_of(cmd_suspend, "RESUME_GEN")
     resume_coro = w.line_of(cmd_suspend, "RESUME_CORO")
+
+    def parent_ok(s, line):
+        return s.frames[-2].function_name == "cmd_suspend" and s.frames[-2].lineno == line
+
+    def stack(s):
+        tail = ["(truncated)"] if s.truncated else []
+        return [f"{f.function_name}:{f.lineno}" for f in s.frames] + tail
+
     emit(
         generators=n,
         coroutines=n,
@@ -492,16 +500,11 @@ def cmd_suspend(n):
         samples=len(samples),
         gen_samples=len(gen_s),
         coro_samples=len(coro_s),
-        gen_parent_ok=sum(
-            1
-            for s in gen_s
-            if s.frames[-2].function_name == "cmd_suspend" and s.frames[-2].lineno == resume_gen
-        ),
-        coro_parent_ok=sum(
-            1
-            for s in coro_s
-            if s.frames[-2].function_name == "cmd_suspend" and s.frames[-2].lineno == resume_coro
-        ),
+        gen_parent_ok=sum(1 for s in gen_s if parent_ok(s, resume_gen)),
+        # what the others were, for the log: a test that allows a few must show them
+        gen_parent_other=[stack(s) for s in gen_s if not parent_ok(s, resume_gen)][:5],
+        coro_parent_other=[stack(s) for s in coro_s if not parent_ok(s, resume_coro)][:5],
+        coro_parent_ok=sum(1 for s in coro_s if parent_ok(s, resume_coro)),
         gen_line_ok=sum(
             1 for s in gen_s if s.frames[-1].lineno == w.line_of(gen_worker, "GEN_WORK")
         ),
