@@ -117,16 +117,6 @@ bool platform_signal_thread(uint64_t /*tid*/, uint32_t /*serial*/) { return fals
 
 int platform_thread_runnable(uint64_t /*tid*/) { return -1; }  // the Mach sampler reads run states
 
-void platform_sleep_until_ns(uint64_t deadline_ns) {
-    const uint64_t now = platform_monotonic_ns();
-    if (deadline_ns <= now) return;
-    const uint64_t d = deadline_ns - now;
-    struct timespec ts;
-    ts.tv_sec = static_cast<time_t>(d / 1000000000ull);
-    ts.tv_nsec = static_cast<long>(d % 1000000000ull);
-    nanosleep(&ts, nullptr);
-}
-
 // The Mach sampler's interval is fixed for a session: no overhead budget on macOS yet.
 Error platform_set_interval(uint64_t /*interval_ns*/) {
     return Error::not_implemented("changing the interval of a running Mach sampler");

@@ -535,14 +535,6 @@ int platform_thread_runnable(uint64_t tid) {
     return paren[2] == 'R' ? 1 : 0;
 }
 
-void platform_sleep_until_ns(uint64_t deadline_ns) {
-    struct timespec ts;
-    ts.tv_sec = static_cast<time_t>(deadline_ns / 1000000000ull);
-    ts.tv_nsec = static_cast<long>(deadline_ns % 1000000000ull);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-    }
-}
-
 uint64_t platform_monotonic_ns() {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -138,9 +138,6 @@ bool platform_signal_thread(uint64_t tid, uint32_t serial);
 // stopped), -1 when that cannot be told. Sampler thread (Linux: one /proc read).
 int platform_thread_runnable(uint64_t tid);
 
-// Sleep until the monotonic clock reads `deadline_ns` (absolute, no drift). Sampler thread.
-void platform_sleep_until_ns(uint64_t deadline_ns);
-
 // ---- the fault guard -------------------------------------------------------------------------
 // A capture follows pointers of a frame chain that the interrupted code may have left torn
 // (CPython 3.12 entering a generator, greenlet switching stacks, C code we have not met), so

@@ -24,7 +24,6 @@ namespace spprof {
 
 namespace {
 
-
 // Census period floor: each wake-up costs the sampler ~30 us in a VM; threads that run are
 // sampled by their own CPU timers, so the census needs only to account for blocked time.
 constexpr uint64_t kMinCensusNs = 10'000'000;
