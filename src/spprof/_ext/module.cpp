@@ -21,6 +21,7 @@
 #include "session/session.h"
 #include "signal_handler.h"
 #include "session/stack_store.h"
+#include "session/thread_exit_watch.h"
 #include "unwind/unwinder.h"
 
 namespace spprof {
@@ -335,11 +336,20 @@ PyObject* py_stats(PyObject* module, PyObject*) {
     return build_stats(nullptr);
 }
 
+// A watched thread's state is being cleared (thread_exit_watch.h).
+void on_thread_exit(PyObject* module, PyThreadState* ts, uint64_t tid) {
+    ModuleState* st = state_of(module);
+    if (st != nullptr && st->session != nullptr) st->session->thread_exiting(ts, tid);
+}
+
 PyObject* py_register_current_thread(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     if (st->session != nullptr) {
         Error e = st->session->register_current_thread();
         if (!e.ok()) return raise(e);
+        // Main interpreter only: the watch's type belongs to it.
+        if (PyThreadState_Get()->interp == PyInterpreterState_Main())
+            thread_exit_watch_install(module, &on_thread_exit, platform_current_tid());
     }
     Py_RETURN_NONE;
 }

@@ -150,6 +150,14 @@ Error Session::register_current_thread() {
     return Error::none();
 }
 
+void Session::thread_exiting(PyThreadState* ts, uint64_t tid) {
+    if (!running_) return;
+    // The forking thread in a child and finalization clear other threads' states too.
+    if (reinterpret_cast<PyThreadState*>(PyGILState_GetThisThreadState()) != ts || platform_current_tid() != tid)
+        return;
+    threads_.thread_exiting(ts, tid);
+}
+
 void Session::scan_threads() {
     // Threads a pass of the running drain finds were made from C (threading's hook registers
     // its own): counted as found by the scan. start()'s and stop()'s scans are not.

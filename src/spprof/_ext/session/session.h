@@ -59,6 +59,9 @@ public:
     Error stop();
     // GIL held, on the thread to register (the threading hook). Idempotent.
     Error register_current_thread();
+    // GIL held, while the state of a thread the hook registered is cleared (the watch of
+    // thread_exit_watch.h): on that thread, its final CPU reading; from any other, nothing.
+    void thread_exiting(PyThreadState* ts, uint64_t tid);
     // GIL held: what the drain thread does every interval; also callable on demand.
     void periodic();
     // In a forked child: forget everything without touching locks or Python objects.

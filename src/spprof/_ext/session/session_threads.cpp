@@ -130,6 +130,14 @@ void SessionThreads::register_current(PyThreadState* ts) {
     register_thread(ts, ts->thread_id, tid);  // a thread the table cannot hold is counted there
 }
 
+void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
+    auto it = live_by_tstate_.find(ts);
+    if (it == live_by_tstate_.end()) return;
+    const uint32_t id = slot_record_[it->second];
+    if (id == kNoRecord || !same_thread(records_[id], ts, tid)) return;
+    refresh_cpu(id);
+}
+
 static bool same_list(const std::vector<SessionThreads::FoundState>& a,
                       const std::vector<SessionThreads::FoundState>& b) {
     if (a.size() != b.size()) return false;
@@ -229,9 +237,10 @@ void SessionThreads::retire(uint32_t slot) {
         }
     }
     rec.alive = false;
-    // The thread's clock cannot be read any more. Its CPU timer counted its CPU up to the last
-    // expiry (less than one interval short); without one, add what its samples saw since the
-    // last reading.
+    // The thread's clock cannot be read any more. A hooked thread's last reading was taken as
+    // it ended (thread_exiting): exact. Its CPU timer counted its CPU up to the last expiry
+    // noticed (an interval short, more if scheduler ticks missed it); without one, add what
+    // its samples saw since the last reading. Each is a lower bound: the larger one stands.
     if (rec.cpu_timer) {
         const uint64_t counted = rec.cpu_start_ns + ctx->timer_cpu_ns_.load(std::memory_order_relaxed);
         if (counted > rec.cpu_last_ns) rec.cpu_last_ns = counted;

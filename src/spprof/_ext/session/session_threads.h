@@ -4,7 +4,8 @@
 // signal path reads), a ring (from a pool of drained rings when one is free) and a
 // ThreadRecord (what the profile says about it). Threads are found three ways: a scan of the
 // interpreter's thread states at start() and on every drain pass (threads made from C),
-// and the threading hook, on the new thread itself (register_current). When a thread ends
+// and the threading hook, on the new thread itself (register_current). A hooked thread's
+// last CPU reading is taken as it ends (thread_exiting). When a thread ends
 // (its state is gone, or reused by another thread), it is retired: timer detached, ring
 // emptied through the RingSink (the drain) and pooled, ctx quarantined in the table until no
 // capture can hold it. A thread that ended without a sample leaves no record.
@@ -82,6 +83,9 @@ public:
     // GIL held, on the thread that owns `ts` (the threading hook). Idempotent; retires the
     // previous thread of a reused state; names the thread from threading when it is known.
     void register_current(PyThreadState* ts);
+    // GIL held, on the thread that owns `ts`, as it ends (its state being cleared): its CPU
+    // clock's last reading. The next scan retires it.
+    void thread_exiting(PyThreadState* ts, uint64_t tid);
     // GIL held. CPU times of the live threads from their clocks.
     void refresh_cpu_all();
     // GIL held. Names of the live threads from threading._active (a rename is kept).
