@@ -420,7 +420,8 @@ def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
         on_rest = sum(row[2] for row in mine if row[1] == rest_line)
         rest_idle = sum(row[2] for row in mine if row[1] == rest_line and row[4])
         rest_runnable = sum(row[2] for row in mine if row[1] == rest_line and row[5])
-        truth = (name, on_hash, runnable, on_rest, rest_idle, rest_runnable)
+        rest_on_cpu = sum(row[2] for row in mine if row[1] == rest_line and row[3])
+        truth = (name, on_hash, runnable, on_rest, rest_idle, rest_runnable, rest_on_cpu)
         assert 0.85e9 <= on_hash <= 1.15e9, truth
         assert runnable >= 0.03e9, truth
         # The sleep line can truly be runnable at its two edges: preempted between releasing the
@@ -428,7 +429,14 @@ def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
         # scheduler latency, a few slices at most (seen once in CI, never in 20 runs here);
         # hashing time put on the wrong line would be hundreds of milliseconds.
         assert rest_runnable <= 0.05e9, truth
-        assert 0.25e9 <= on_rest <= 0.4e9 and rest_idle + rest_runnable == on_rest, truth
+        # The kernel notices a CPU timer's expiry at a scheduler tick that finds the thread on
+        # its CPU (FIELD-NOTES, section 1): the hashing's last expiry can be noticed as the
+        # thread enters or leaves its sleep, and that sample lands there, on CPU (one 5 ms
+        # sample in CI, none in 40 runs here under load). An expiry or two at most; the sleep
+        # line holds nothing else.
+        assert rest_on_cpu <= 2 * 5e6, truth
+        assert 0.25e9 <= on_rest <= 0.4e9, truth
+        assert rest_idle + rest_runnable + rest_on_cpu == on_rest, truth
 
 
 STRETCH_SCRIPT = r"""
