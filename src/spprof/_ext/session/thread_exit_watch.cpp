@@ -57,17 +57,10 @@ bool thread_exit_watch_install(PyObject* owner, ThreadExitFn on_exit, uint64_t t
         PyErr_Clear();
         return false;
     }
+    // One from an earlier session on this thread serves: it calls the module, which passes
+    // the end to whichever session runs then.
     PyObject* present = PyDict_GetItemString(dict, kKey);  // borrowed
-    if (present != nullptr && Py_TYPE(present) == type) {
-        Watch* w = reinterpret_cast<Watch*>(present);
-        // From an earlier session on this same thread: point it at today's owner.
-        if (w->owner != owner) {
-            Py_INCREF(owner);
-            Py_SETREF(w->owner, owner);
-        }
-        w->on_exit = on_exit;
-        return true;
-    }
+    if (present != nullptr && Py_TYPE(present) == type) return true;
     Watch* w = PyObject_New(Watch, type);
     if (w == nullptr) {
         PyErr_Clear();
