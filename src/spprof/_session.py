@@ -3,7 +3,9 @@
 Session-wide concerns that live in Python: argument checking (_config.SessionConfig: bad
 input fails before any sampling starts), the threading hook that registers each new thread
 on the thread itself, stopping at interpreter exit (so an output path still gets its
-profile), and forgetting the session in a forked child.
+profile), and forgetting the session in a forked child. With an output path, the profile is
+also written before os._exit / os.exec* (_exit_calls) and when SIGTERM, SIGHUP or SIGQUIT
+left at their default action end the process (the exit-signal watcher, as under the CLI).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import threading
 from typing import Any, Callable, Optional, TypeVar
 
-from . import _debug, _ext
+from . import _debug, _exit_calls, _ext
 from ._config import SessionConfig, ValidConfig
 from ._model import Sample
 from ._profile import Profile
@@ -30,6 +32,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 _active: Optional[ValidConfig] = None
 _prev_thread_hook: Any = None
 _lock = threading.Lock()
+# start(output_path=...) only: what the session covers, so that stop() undoes just that.
+_covers_exit_calls = False
+_watches_exit_signals = False
+_in_exit_signal = False  # stop() runs on the exit-signal runner: the watcher cannot be joined
+# The profile written before an exec that then failed, and the config to go on with; the
+# next stop() puts it in front of the new session's samples.
+_before_exec: Optional[tuple[Profile, ValidConfig]] = None
+_carried: Optional[Profile] = None
 
 
 # ---- the profiler's own frames ---------------------------------------------------------------
@@ -151,6 +161,8 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
             _remove_thread_hook()
             raise
         _active = cfg
+    if cfg.output_path is not None:
+        _cover_exits()
     _debug.debug(f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {stats().timer}")
 
 
@@ -166,8 +178,11 @@ def stop() -> Profile:
             raw = _ext.stop()
         finally:
             _active = None
+    global _carried
     profile = Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg))
     profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(_is_profiler_frame)
+    if _carried is not None:  # the part before an exec that failed
+        profile, _carried = _exit_calls.join(_carried, profile), None
     _debug.debug(
         f"stopped: {profile.sample_count} samples, {profile.dropped_count} dropped, "
         f"{len(profile.thread_table)} threads"
@@ -175,7 +190,58 @@ def stop() -> Profile:
     if cfg.output_path is not None:
         write(profile, cfg.output_path, cfg.output_format)
         _debug.debug(f"wrote {cfg.output_format} profile to {cfg.output_path}")
+    _uncover_exits()  # last: a SIGTERM that came meanwhile ends the process here
     return profile
+
+
+def _cover_exits() -> None:
+    """start(output_path=...): write the profile at os._exit, os.exec* and exit signals too."""
+    global _covers_exit_calls, _watches_exit_signals
+    _exit_calls.enable(_stop_before_exec, _resume_after_exec)
+    _covers_exit_calls = True
+    try:
+        _ext._watch_exit_signals(_on_exit_signal)
+        _watches_exit_signals = True
+    except (OSError, RuntimeError) as exc:  # already watched (the CLI), or no pipe
+        _debug.debug(f"exit signals not watched by the session: {exc}")
+
+
+def _uncover_exits() -> None:
+    global _covers_exit_calls, _watches_exit_signals
+    if _covers_exit_calls:
+        _covers_exit_calls = False
+        _exit_calls.disable()
+    if _watches_exit_signals and not _in_exit_signal:
+        _watches_exit_signals = False
+        _ext._unwatch_exit_signals()
+
+
+def _stop_before_exec() -> None:
+    global _before_exec
+    cfg = _active
+    if cfg is not None and _ext.is_active():
+        _before_exec = (stop(), cfg)
+
+
+def _resume_after_exec() -> None:
+    global _before_exec, _carried
+    if _before_exec is None:
+        return
+    profile, cfg = _before_exec
+    _before_exec = None
+    start_checked(cfg)
+    _carried = profile
+
+
+def _on_exit_signal(signum: int) -> None:
+    """The exit-signal runner (GIL held); the process dies by `signum` when this returns."""
+    global _in_exit_signal
+    _in_exit_signal = True
+    if _active is not None and _ext.is_active():
+        try:
+            stop()
+        except Exception as exc:
+            print(f"spprof: could not write the profile: {exc}", file=sys.stderr)
 
 
 def is_active() -> bool:
@@ -296,11 +362,18 @@ def _stop_at_exit() -> None:
 
 def _after_fork_child() -> None:
     """The child of a fork runs unprofiled: timers are not inherited, the handler is reset."""
-    global _active
+    global _active, _carried, _before_exec, _covers_exit_calls, _watches_exit_signals
     if _active is not None:
         _ext.after_fork_child()
         _remove_thread_hook()
         _active = None
+    _carried = _before_exec = None
+    if _covers_exit_calls:
+        _covers_exit_calls = False
+        _exit_calls.disable()
+    if _watches_exit_signals:  # the watcher thread was not copied: only forget the handler
+        _watches_exit_signals = False
+        _ext._unwatch_exit_signals()
 
 
 atexit.register(_stop_at_exit)

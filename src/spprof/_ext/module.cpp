@@ -13,6 +13,7 @@
 
 #include "session/code_keepalive.h"
 #include "error.h"
+#include "exit_calls.h"
 #include "exit_signals.h"
 #include "framewalker.h"
 #include "log.h"
@@ -396,6 +397,21 @@ PyObject* py_unwatch_exit_signals(PyObject* module, PyObject*) {
     Py_RETURN_NONE;
 }
 
+PyObject* py_hook_exit_calls(PyObject*, PyObject* hook) {
+    if (!PyCallable_Check(hook)) {
+        PyErr_SetString(PyExc_TypeError, "_hook_exit_calls() needs a callable");
+        return nullptr;
+    }
+    const Error e = exit_calls_hook(hook);
+    if (!e.ok()) return raise(e);
+    Py_RETURN_NONE;
+}
+
+PyObject* py_unhook_exit_calls(PyObject*, PyObject*) {
+    exit_calls_unhook();
+    Py_RETURN_NONE;
+}
+
 PyObject* py_set_debug(PyObject*, PyObject* arg) {
     const int on = PyObject_IsTrue(arg);
     if (on < 0) return nullptr;
@@ -447,6 +463,10 @@ PyMethodDef kMethods[] = {
      "callback(signum) from a thread of spprof's with the GIL, then die by the signal (the CLI)"},
     {"_unwatch_exit_signals", py_unwatch_exit_signals, METH_NOARGS,
      "stop watching; SIG_DFL goes back where spprof's handler still is"},
+    {"_hook_exit_calls", py_hook_exit_calls, METH_O,
+     "_hook_exit_calls(hook): os._exit, os.execv and os.execve call hook(event, name, args, "
+     "kwargs) first (exit_calls.h)"},
+    {"_unhook_exit_calls", py_unhook_exit_calls, METH_NOARGS, "put os._exit, os.execv, os.execve back"},
     {nullptr, nullptr, 0, nullptr}};
 
 int module_traverse(PyObject* module, visitproc visit, void* arg) {

@@ -12,7 +12,9 @@ an uncaught exception (Ctrl-C's KeyboardInterrupt too) goes back to Python, whic
 through sys.excepthook without spprof's frames and ends the process its usual way (for
 KeyboardInterrupt: killed by SIGINT). SIGTERM, SIGHUP and SIGQUIT left at their default
 action are watched from a thread of spprof's (_ext._watch_exit_signals): the profile is
-written, then the process dies by the signal. Handlers the program installs take precedence.
+written, then the process dies by the signal. Handlers the program installs take precedence;
+one that restores SIG_DFL through signal.signal gives it back to spprof. os._exit and
+os.exec* write the profile and print the summary first (spprof._exit_calls).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Optional, TypeVar
 
-from .. import _debug, _ext, _session
+from .. import _debug, _exit_calls, _ext, _session
 from .._config import SessionConfig
 from .._model import Frame, ProfileData
 from .._session import __version__
@@ -390,15 +392,34 @@ class _Recording:
     ends, or from spprof's exit-signal thread when a signal ends it first."""
 
     def __init__(
-        self, opts: argparse.Namespace, out: Path, fmt: str, runner_files: frozenset[str]
+        self,
+        opts: argparse.Namespace,
+        out: Path,
+        fmt: str,
+        runner_files: frozenset[str],
+        cfg: Any = None,
     ) -> None:
         self._opts = opts
         self._out = out
         self._fmt = fmt
         self._runner_files = runner_files
+        self._cfg = cfg
         self._lock = threading.Lock()
         self._done = False
         self._write_failed = False
+        # The whole profile last written, and (after an exec that failed) the part that goes
+        # in front of the next one.
+        self._last: Optional[ProfileData] = None
+        self._carried: Optional[ProfileData] = None
+
+    def resume(self) -> None:
+        """An exec the profile was written for failed: the program goes on, and so does the
+        profile (the next one written holds both parts)."""
+        with self._lock:
+            if self._cfg is None or _session.is_active():
+                return
+            _session.start_checked(self._cfg, progress=not self._opts.quiet and sys.stderr.isatty())
+            self._carried, self._done = self._last, False
 
     def finish(self) -> bool:
         """Write the profile (if not done yet); False when writing it failed."""
@@ -424,7 +445,9 @@ class _Recording:
         # Time in the runner before or after the program (runpy setting up, cleaning up) is not
         # the program's; above the program's frames the runner's are hidden.
         hide_runner(profile, files)
-        full = profile
+        if self._carried is not None:
+            profile, self._carried = _exit_calls.join(self._carried, profile), None
+        full = self._last = profile
         profile = keep_requested_samples(profile, opts)
         try:
             written = write(profile, self._out, self._fmt, thread_roots=opts.threads)
@@ -467,7 +490,7 @@ def record(argv: list[str]) -> int:
     except (CliError, ValueError, NotImplementedError, OSError) as exc:
         return error_exit(exc)
 
-    recording = _Recording(opts, out, fmt, _RUNNER_FILES | launcher)
+    recording = _Recording(opts, out, fmt, _RUNNER_FILES | launcher, cfg)
     try:
         _ext._watch_exit_signals(recording.on_exit_signal)
         watching = True
@@ -478,6 +501,7 @@ def record(argv: list[str]) -> int:
     uncaught: Optional[BaseException] = None
     try:
         _session.start_checked(cfg, progress=not opts.quiet and sys.stderr.isatty())
+        _exit_calls.enable(recording.finish, recording.resume)
         try:
             run()
         except SystemExit as exc:
@@ -494,6 +518,7 @@ def record(argv: list[str]) -> int:
         finally:
             written = recording.finish()
     finally:
+        _exit_calls.disable()
         if watching:
             _ext._unwatch_exit_signals()
     if uncaught is not None:

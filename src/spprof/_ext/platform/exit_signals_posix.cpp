@@ -8,7 +8,9 @@
 //
 // Priority: the handler goes only where the action is SIG_DFL at install, and removal puts
 // SIG_DFL back only where ours is still installed, so whatever the program sets before or
-// after wins. Fork: a child runs without the parent's watcher, so a pthread_atfork hook puts
+// after wins. One exception: a program that sets SIG_DFL again through signal.signal (it
+// saved the default, installed its own handler and now restores what it saved) asks for the
+// default action, which ours performs after the profile; reclaim() puts ours back then. Fork: a child runs without the parent's watcher, so a pthread_atfork hook puts
 // SIG_DFL back in the child, and a handler that still runs in a child (a fork the hook did not
 // see) acts as SIG_DFL itself.
 #if defined(__linux__) || defined(__APPLE__)
@@ -104,6 +106,15 @@ bool ours_now(int signo) {
     return (cur.sa_flags & SA_SIGINFO) == 0 && cur.sa_handler == &on_exit_signal;
 }
 
+void install_ours(int i) {
+    struct sigaction act;
+    std::memset(&act, 0, sizeof act);
+    act.sa_handler = &on_exit_signal;
+    sigemptyset(&act.sa_mask);
+    act.sa_flags = SA_RESTART | SA_ONSTACK;
+    g_ours[i] = sigaction(kSignals[i], &act, nullptr) == 0;
+}
+
 void restore_defaults() {
     for (int i = 0; i < kSignalCount; ++i) {
         if (g_ours[i] && ours_now(kSignals[i])) set_default(kSignals[i]);
@@ -152,14 +163,22 @@ Error platform_exit_signals_install() {
         struct sigaction cur;
         if (sigaction(kSignals[i], nullptr, &cur) != 0) continue;
         if ((cur.sa_flags & SA_SIGINFO) != 0 || cur.sa_handler != SIG_DFL) continue;  // not ours to take
-        struct sigaction act;
-        std::memset(&act, 0, sizeof act);
-        act.sa_handler = &on_exit_signal;
-        sigemptyset(&act.sa_mask);
-        act.sa_flags = SA_RESTART | SA_ONSTACK;
-        g_ours[i] = sigaction(kSignals[i], &act, nullptr) == 0;
+        install_ours(i);
     }
     return Error::none();
+}
+
+bool platform_exit_signals_reclaim(int signo) {
+    if (g_owner.load() != getpid() || g_write_fd.load() < 0) return false;
+    for (int i = 0; i < kSignalCount; ++i) {
+        if (kSignals[i] != signo) continue;
+        struct sigaction cur;
+        if (sigaction(signo, nullptr, &cur) != 0) return false;
+        if ((cur.sa_flags & SA_SIGINFO) != 0 || cur.sa_handler != SIG_DFL) return false;
+        install_ours(i);
+        return g_ours[i];
+    }
+    return false;
 }
 
 int platform_exit_signals_wait() {

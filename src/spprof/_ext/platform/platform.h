@@ -186,6 +186,12 @@ void platform_exit_signals_wake();
 // process by it), else 0. Idempotent. In a forked child the same happens by itself
 // (pthread_atfork), and the handler of a child that still runs it acts as SIG_DFL.
 int platform_exit_signals_remove();
+// GIL held, right after the program's signal.signal() call changed `signo`'s action: if
+// the handler is installed, `signo` is one of those signals and its action is now SIG_DFL
+// (a handler round trip that restored the default, as uvicorn's shutdown does), put our
+// handler back: it ends the process by the signal as SIG_DFL would, after the profile.
+// Returns true when it did. Python's own table (signal.getsignal) is not touched.
+bool platform_exit_signals_reclaim(int signo);
 // True in a forked child of the process that installed the handler: its watcher thread was
 // not copied, so there is nothing to wake or join. Any thread.
 bool platform_exit_signals_inherited();
