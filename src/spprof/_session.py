@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import platform
 import sys
@@ -194,9 +195,30 @@ def stop() -> Profile:
     return profile
 
 
+def exit_dump_path(output: PathLike, fmt: str) -> str:
+    """Where the .spprof file written without the GIL goes: the output itself when it is a
+    .spprof file (the only format written without Python), else next to it."""
+    path = os.fspath(output)
+    path = path if isinstance(path, str) else os.fsdecode(path)
+    return path if fmt == "spprof" else path + ".spprof"
+
+
+def arm_exit_dump(output: PathLike, fmt: str) -> None:
+    """GIL held, session running: if an exit signal comes while C code holds the GIL, the
+    watcher writes what the drain has resolved to exit_dump_path() (session/exit_dump.h)."""
+    cfg = _active
+    if cfg is None:
+        return
+    fields = {"interval_ms": cfg.interval_ms, "mode": cfg.mode, "metadata": _metadata(cfg)}
+    members = json.dumps(fields, separators=(",", ":"), default=str)[1:-1]
+    _ext._arm_exit_dump(exit_dump_path(output, fmt), members)
+
+
 def _cover_exits() -> None:
     """start(output_path=...): write the profile at os._exit, os.exec* and exit signals too."""
     global _covers_exit_calls, _watches_exit_signals
+    if _active is not None and _active.output_path is not None:
+        arm_exit_dump(_active.output_path, _active.output_format)
     _exit_calls.enable(_stop_before_exec, _resume_after_exec)
     _covers_exit_calls = True
     try:

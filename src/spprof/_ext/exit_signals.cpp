@@ -3,15 +3,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "exit_calls.h"
 #include "log.h"
 #include "platform/platform.h"
+#include "session/exit_dump.h"
 
 namespace spprof {
 namespace {
@@ -43,8 +46,10 @@ void* run_callback(void* arg) {
     auto* h = static_cast<Handoff*>(arg);
     PyGILState_Ensure();  // never released: the process ends below
     {
-        std::lock_guard<std::mutex> lock(h->mutex);
-        if (h->abandoned) platform_die_by_signal(h->signo);
+        std::unique_lock<std::mutex> lock(h->mutex);
+        // The watcher gave up and writes what it can without the GIL; it ends the process.
+        // Holding the GIL here keeps the program (and the session) still meanwhile.
+        if (h->abandoned) h->cv.wait(lock, [] { return false; });
         h->gil_taken = true;
     }
     h->cv.notify_all();
@@ -142,13 +147,24 @@ void ExitSignalWatcher::handle(int signo) {
         }
         h.abandoned = true;
     }
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "spprof: %s: the profile could not be written: a thread (the main thread, "
-                  "usually) held the GIL in C code for %lld s\n",
-                  platform_signal_name(signo),
-                  static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kGilDeadline).count()));
-    say(line);
+    // Without the GIL: what the drain already resolved, as a .spprof file (exit_dump.h).
+    const ExitDumpResult dump = exit_dump_write();
+    const long long secs = std::chrono::duration_cast<std::chrono::seconds>(kGilDeadline).count();
+    std::string line(dump.path.size() + 300, '\0');
+    int n;
+    if (dump.written)
+        n = std::snprintf(&line[0], line.size(),
+                          "spprof: %s while C code held the GIL for %lld s: wrote the %llu samples "
+                          "drained so far to %s (.spprof; `spprof report` reads it)\n",
+                          platform_signal_name(signo), secs, static_cast<unsigned long long>(dump.samples),
+                          dump.path.c_str());
+    else
+        n = std::snprintf(&line[0], line.size(),
+                          "spprof: %s: the profile could not be written: a thread (the main thread, "
+                          "usually) held the GIL in C code for %lld s, and %s\n",
+                          platform_signal_name(signo), secs, dump.why);
+    if (n > 0) line.resize(std::min<size_t>(static_cast<size_t>(n), line.size() - 1));
+    say(line.c_str());
     platform_die_by_signal(signo);
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "session/code_keepalive.h"
+#include "session/exit_dump.h"
 #include "error.h"
 #include "exit_calls.h"
 #include "exit_signals.h"
@@ -310,6 +311,8 @@ PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
 PyObject* py_stop(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     if (st->session == nullptr) return raise(Error::runtime("profiler is not running"));
+    const SessionMutation changing;  // an exit dump may be reading the session
+    exit_dump_disarm();
     std::unique_ptr<Session> session(st->session);
     st->session = nullptr;
     Error e = session->stop();
@@ -340,12 +343,16 @@ PyObject* py_stats(PyObject* module, PyObject*) {
 // A watched thread's state is being cleared (thread_exit_watch.h).
 void on_thread_exit(PyObject* module, PyThreadState* ts, uint64_t tid) {
     ModuleState* st = state_of(module);
-    if (st != nullptr && st->session != nullptr) st->session->thread_exiting(ts, tid);
+    if (st != nullptr && st->session != nullptr) {
+        const SessionMutation changing;
+        st->session->thread_exiting(ts, tid);
+    }
 }
 
 PyObject* py_register_current_thread(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     if (st->session != nullptr) {
+        const SessionMutation changing;
         Error e = st->session->register_current_thread();
         if (!e.ok()) return raise(e);
         // Main interpreter only: the watch's type belongs to it.
@@ -365,6 +372,7 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     platform_after_fork_child();
     CodeKeepAlive::forget_after_fork();
+    exit_dump_disarm();
     if (st->session != nullptr) {
         // Leaked on purpose: its drain thread is gone and its locks may be held.
         st->session->abandon_after_fork();
@@ -394,6 +402,17 @@ PyObject* py_unwatch_exit_signals(PyObject* module, PyObject*) {
         w->stop();
         delete w;
     }
+    Py_RETURN_NONE;
+}
+
+PyObject* py_arm_exit_dump(PyObject* module, PyObject* args) {
+    const char* path = nullptr;
+    const char* meta = nullptr;
+    if (!PyArg_ParseTuple(args, "ss:_arm_exit_dump", &path, &meta)) return nullptr;
+    ModuleState* st = state_of(module);
+    if (st->session == nullptr) return raise(Error::runtime("profiler is not running"));
+    const SessionMutation changing;
+    exit_dump_arm(st->session, path, meta);
     Py_RETURN_NONE;
 }
 
@@ -463,6 +482,9 @@ PyMethodDef kMethods[] = {
      "callback(signum) from a thread of spprof's with the GIL, then die by the signal (the CLI)"},
     {"_unwatch_exit_signals", py_unwatch_exit_signals, METH_NOARGS,
      "stop watching; SIG_DFL goes back where spprof's handler still is"},
+    {"_arm_exit_dump", py_arm_exit_dump, METH_VARARGS,
+     "_arm_exit_dump(path, meta_members): where the exit-signal watcher writes the .spprof "
+     "file when the GIL cannot be had (session/exit_dump.h)"},
     {"_hook_exit_calls", py_hook_exit_calls, METH_O,
      "_hook_exit_calls(hook): os._exit, os.execv and os.execve call hook(event, name, args, "
      "kwargs) first (exit_calls.h)"},

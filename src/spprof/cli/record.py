@@ -419,6 +419,7 @@ class _Recording:
             if self._cfg is None or _session.is_active():
                 return
             _session.start_checked(self._cfg, progress=not self._opts.quiet and sys.stderr.isatty())
+            _session.arm_exit_dump(self._out, self._fmt)
             self._carried, self._done = self._last, False
 
     def finish(self) -> bool:
@@ -502,6 +503,8 @@ def record(argv: list[str]) -> int:
     try:
         _session.start_checked(cfg, progress=not opts.quiet and sys.stderr.isatty())
         _exit_calls.enable(recording.finish, recording.resume)
+        if watching:
+            _session.arm_exit_dump(out, fmt)
         try:
             run()
         except SystemExit as exc:

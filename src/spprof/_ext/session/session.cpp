@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "exit_dump.h"
 #include "../log.h"
 #include "../signal_handler.h"
 #include "../unwind/eval_ranges.h"
@@ -170,6 +171,7 @@ void Session::drain_all() {
 
 void Session::periodic() {
     if (!running_) return;
+    const SessionMutation changing;  // an exit dump may be reading (exit_dump.h)
     const uint64_t t0 = platform_monotonic_ns();
     if (platform_keep_handler()) {
         ++counters_.handler_retaken;
