@@ -1,0 +1,239 @@
+"""Nothing lost at exit: os._exit, os.exec*, a signal.signal round trip, SIGTERM in C code.
+
+Each case runs tests/scripts/exit_paths.py in its own interpreter, under the CLI and with
+spprof.start(output_path=...), and checks what a user would: the exit status (or the signal)
+is the one the program asked for, the profile file exists and names the work function.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import posix
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import spprof
+
+SCRIPT = Path(__file__).parent / "scripts" / "exit_paths.py"
+HOLD_C = r"""
+#include <time.h>
+/* Busy in C for `seconds` without ever releasing the GIL (called through ctypes.PyDLL). */
+void hold_gil(double seconds) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 >= seconds) return;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, 0);
+    }
+}
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "SPPROF_DEBUG"}
+    env.update(extra)
+    return env
+
+
+def _default_signals() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _command(how: str, out: Path, *args: str) -> list[str]:
+    """The script under the CLI (`cli`), or profiling itself with start(output_path=...)."""
+    if how == "cli":
+        return [sys.executable, "-m", "spprof", "-i", "5", "-o", str(out), str(SCRIPT), *args]
+    return [sys.executable, str(SCRIPT), *args, "--api", str(out)]
+
+
+def _run(how: str, out: Path, *args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        _command(how, out, *args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env or _env(),
+        preexec_fn=_default_signals,
+    )
+
+
+def _functions(out: Path) -> dict[str, int]:
+    """Samples per function anywhere on the stack, from the file the run wrote."""
+    counts: dict[str, int] = {}
+    for s in spprof.load(out).samples:
+        for name in {f.function_name for f in s.frames}:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+HOWS = ["cli", "api"]
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_os_exit_writes_the_profile_then_exits_with_its_status(tmp_path, how):
+    out = tmp_path / "p.spprof"
+    r = _run(how, out, "exit", "3")
+    assert r.returncode == 3, r.stderr
+    assert out.exists(), r.stderr  # before: no file, no message
+    assert _functions(out).get("busy_work", 0) >= 20, r.stderr  # ~0.3 s at 5 ms
+    if how == "cli":
+        assert r.stderr.count("Profile written to") == 1, r.stderr
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_execv_into_a_shell_writes_the_part_before_and_the_shell_decides_the_status(tmp_path, how):
+    out = tmp_path / "p.spprof"
+    r = _run(how, out, "execv-sh")
+    assert r.returncode == 5, r.stderr
+    assert _functions(out).get("busy_work", 0) >= 20, r.stderr
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_execv_into_another_python_runs_it_after_the_profile(tmp_path, how):
+    out = tmp_path / "p.spprof"
+    r = _run(how, out, "execv-py")
+    assert r.returncode == 6, r.stderr
+    assert r.stdout.strip() == "EXECED", r.stdout
+    assert _functions(out).get("busy_work", 0) >= 20, r.stderr
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_a_failed_exec_keeps_profiling_and_the_profile_holds_both_parts(tmp_path, how):
+    out = tmp_path / "p.spprof"
+    r = _run(how, out, "exec-fails")
+    assert r.returncode == 4, r.stderr  # the execvp that worked
+    assert r.stdout.split("\n")[:2] == ["ENOENT", "FAILED 8"], r.stdout  # ENOEXEC
+    counts = _functions(out)
+    assert counts.get("busy_work", 0) >= 40, (counts, r.stderr)  # both parts: 2 x 0.3 s
+    assert counts.get("after_failed_exec", 0) >= 20, (counts, r.stderr)
+    profile = spprof.load(out)
+    assert {t.name for t in profile.threads} == {"MainThread"}
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_a_forked_child_calling_os_exit_writes_nothing(tmp_path, how):
+    out = tmp_path / "p.spprof"
+    r = _run(how, out, "fork-exit")
+    assert r.returncode == 0, r.stderr
+    assert "CHILD 9" in r.stdout
+    profile = spprof.load(out)
+    assert profile.metadata["pid"] != 0
+    counts = _functions(out)
+    assert counts.get("parent_after_fork", 0) >= 10, (counts, r.stderr)  # the parent's, whole
+    assert "child_work" not in counts, counts
+    if how == "cli":
+        assert r.stderr.count("Profile written to") == 1, r.stderr
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_a_restored_sigterm_handler_still_writes_the_profile_and_dies_by_sigterm(tmp_path, how):
+    # uvicorn's shutdown: save the handler, handle one SIGTERM, restore, re-raise.
+    plain = subprocess.run(
+        [sys.executable, str(SCRIPT), "round-trip"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        preexec_fn=_default_signals,
+    )
+    assert plain.returncode == -signal.SIGTERM
+    out = tmp_path / "p.spprof"
+    r = _run(how, out, "round-trip")
+    assert r.returncode == -signal.SIGTERM, r.stderr  # as without spprof
+    assert r.stdout == plain.stdout  # what signal.signal / getsignal answered, the same
+    assert "STILL ALIVE" not in r.stdout
+    assert _functions(out).get("busy_work", 0) >= 20, r.stderr  # before: no file
+
+
+@pytest.fixture(scope="module")
+def hold_lib(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("hold")
+    (d / "hold.c").write_text(HOLD_C)
+    lib = d / "libhold.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(d / "hold.c")], check=True)
+    return lib
+
+
+@pytest.mark.parametrize("how,name", [("cli", "p.spprof"), ("api", "p.collapsed")])
+def test_sigterm_while_c_code_holds_the_gil_writes_the_drained_samples(tmp_path, hold_lib, how, name):
+    out = tmp_path / name
+    proc = subprocess.Popen(
+        _command(how, out, "hold"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(HOLD_LIB=str(hold_lib)),
+        preexec_fn=_default_signals,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "READY"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        stdout, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGTERM, err
+    assert "RETURNED" not in stdout
+    # The .spprof file: the output itself, or next to it when its format needs Python.
+    written = out if name.endswith(".spprof") else Path(str(out) + ".spprof")
+    lines = [line for line in err.splitlines() if line.startswith("spprof: SIGTERM")]
+    assert len(lines) == 1, err
+    assert "held the GIL" in lines[0] and str(written) in lines[0], lines
+    assert not (out.exists() and written != out)  # the collapsed file needs the GIL: not written
+    profile = spprof.load(written)
+    assert profile.stats.get("written_without_gil") == 1
+    counts = _functions(written)
+    assert counts.get("busy_work", 0) >= 20, counts  # the 0.3 s before the call, drained
+    # `spprof report` reads it.
+    rep = subprocess.run(
+        [sys.executable, "-m", "spprof", "report", str(written)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+    )
+    assert rep.returncode == 0, rep.stderr
+    assert "busy_work" in rep.stdout + rep.stderr
+
+
+# ---- in this interpreter: what the program sees of the stand-ins ------------------------------
+
+
+def test_os_exit_and_exec_read_as_the_builtins_while_profiling(tmp_path):
+    names = ("_exit", "execv", "execve")
+    before = {n: getattr(os, n) for n in names}
+    spprof.start(output_path=tmp_path / "p.spprof")
+    try:
+        for n in names:
+            fn, orig = getattr(os, n), before[n]
+            assert getattr(posix, n) is fn
+            assert type(fn) is type(orig)
+            assert fn.__name__ == orig.__name__ and fn.__qualname__ == orig.__qualname__
+            assert fn.__module__ == orig.__module__ and fn.__self__ is orig.__self__
+            assert fn.__doc__ == orig.__doc__
+            assert inspect.signature(fn) == inspect.signature(orig)
+        # Bad arguments raise what they raise without spprof, and the session goes on.
+        with pytest.raises(TypeError) as caught:
+            os._exit("3")
+        with pytest.raises(TypeError) as plain:
+            before["_exit"]("3")
+        assert str(caught.value) == str(plain.value)
+        with pytest.raises(ValueError):
+            os.execv(sys.executable, [])
+        with pytest.raises(FileNotFoundError):
+            os.execv(str(tmp_path / "missing"), ["missing"])
+        assert spprof.is_active()
+    finally:
+        spprof.stop()
+    assert all(getattr(os, n) is before[n] for n in names)  # no cost without a session
