@@ -164,7 +164,9 @@ def hold_lib(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("how,name", [("cli", "p.spprof"), ("api", "p.collapsed")])
-def test_sigterm_while_c_code_holds_the_gil_writes_the_drained_samples(tmp_path, hold_lib, how, name):
+def test_sigterm_while_c_code_holds_the_gil_writes_the_drained_samples(
+    tmp_path, hold_lib, how, name
+):
     out = tmp_path / name
     proc = subprocess.Popen(
         _command(how, out, "hold"),

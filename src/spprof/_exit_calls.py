@@ -72,7 +72,7 @@ def _will_run(name: str, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]]
         except (TypeError, KeyError):
             return False  # the original raises TypeError: nothing ends
         return True
-    path = args[0] if args else kw.get("path")
+    path: Any = args[0] if args else kw.get("path")
     argv = args[1] if len(args) > 1 else kw.get("argv")
     try:
         if not argv or not argv[0]:
@@ -117,8 +117,8 @@ def join(first: ProfileData, second: P) -> P:
         serial = (tf & SERIAL_MASK) + nthreads
         rows += ROW.pack(ts, weight, stack + nstacks, serial | (tf & ~SERIAL_MASK))
     stats = dict(second.stats)
-    for key, value in first.stats.items():
-        if isinstance(value, int) and not isinstance(value, bool) and isinstance(stats.get(key), int):
+    for key, value in first.stats.items():  # counters add up; everything else is the last part's
+        if type(value) is int and type(stats.get(key)) is int:
             stats[key] += value
     threads = list(first.thread_table)
     for t in second.thread_table:
@@ -137,4 +137,3 @@ def join(first: ProfileData, second: P) -> P:
         stats=stats,
         metadata=dict(second.metadata),
     )
-

@@ -265,14 +265,19 @@ ExitDumpResult exit_dump_write() {
     }
     result.path = armed->path;
     const std::string data = gzip_stored(body_of(*armed->session, armed->meta_members, &result.samples));
-    std::FILE* f = std::fopen(armed->path.c_str(), "wb");
+    // A temporary file beside it, then a rename, as the Python writers do: never half a file.
+    const std::string tmp = armed->path + ".spprof-tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
     if (f == nullptr) {
         result.why = "the file could not be opened";
         return result;
     }
     const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-    result.written = std::fclose(f) == 0 && ok;
-    if (!result.written) result.why = "the file could not be written";
+    result.written = std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), armed->path.c_str()) == 0;
+    if (!result.written) {
+        std::remove(tmp.c_str());
+        result.why = "the file could not be written";
+    }
     return result;
 }
 
