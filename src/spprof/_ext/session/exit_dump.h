@@ -17,6 +17,10 @@
 // finish, nothing is written.
 #pragma once
 
+// Before any system header: pyconfig.h defines _POSIX_C_SOURCE (the .cpp includes session.h).
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 #include <cstdint>
 #include <string>
 
