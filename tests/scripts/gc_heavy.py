@@ -47,7 +47,7 @@ def make_cycles(seconds: float) -> int:
         # at random phases of the sampling timer's tick, never in step with it.
         seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
         spin = 0
-        for _ in range(seed % 15000):
+        for _ in range(seed % 30000):
             spin += 1
     return made
 
