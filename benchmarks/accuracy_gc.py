@@ -75,14 +75,14 @@ def make_cycles(seconds: float) -> int:
             a.append(b)
         made += 1000
         seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
-        spin = 0
-        for _ in range(seed % 30000):
+        spin, until = 0, seed % 20000
+        while spin < until:
             spin += 1
     return made
 
 
 def child(profiler: str, seconds: float) -> None:
-    live = [[[] for _ in range(50)] for _ in range(4000)]
+    live = [[[] for _ in range(50)] for _ in range(1000)]
     gc.collect()
     gc.set_threshold(2000, 5, 5)
     gc.callbacks.append(_on_gc)
@@ -135,7 +135,15 @@ def _py_spy_share(raw: str) -> tuple[float, int]:
 
 
 def _run_spprof(seconds: float) -> dict:
-    cmd = [sys.executable, "-m", "benchmarks.accuracy_gc", "--child", "spprof", "--seconds", str(seconds)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.accuracy_gc",
+        "--child",
+        "spprof",
+        "--seconds",
+        str(seconds),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -144,7 +152,15 @@ def _run_py_spy(seconds: float) -> dict:
     exe = tools.py_spy_path()
     if exe is None:
         return {"error": "py-spy not installed"}
-    cmd = [sys.executable, "-m", "benchmarks.accuracy_gc", "--child", "py-spy", "--seconds", str(seconds)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.accuracy_gc",
+        "--child",
+        "py-spy",
+        "--seconds",
+        str(seconds),
+    ]
     child_p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child_p.stdin is not None and child_p.stdout is not None
     if child_p.stdout.readline().strip() != "ready":
@@ -153,7 +169,19 @@ def _run_py_spy(seconds: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "out.txt")
         spy = subprocess.Popen(
-            [exe, "record", "--pid", str(child_p.pid), "--native", "-r", str(RATE_HZ), "-f", "raw", "-o", path],
+            [
+                exe,
+                "record",
+                "--pid",
+                str(child_p.pid),
+                "--native",
+                "-r",
+                str(RATE_HZ),
+                "-f",
+                "raw",
+                "-o",
+                path,
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -195,8 +223,8 @@ def measure(rounds: int, seconds: float, log=print) -> dict:
 
 def markdown(runs: dict, seconds: float) -> str:
     lines = [
-        f"| profiler ({RATE_HZ} Hz, {seconds:g} s CPU per round) | GC share (median) | truth (median) "
-        "| error, points (median, max) |",
+        f"| profiler ({RATE_HZ} Hz, {seconds:g} s CPU per round) | GC share (median) "
+        "| truth (median) | error, points (median, max) |",
         "| --- | --- | --- | --- |",
     ]
     for name, rs in runs.items():

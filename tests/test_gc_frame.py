@@ -9,6 +9,7 @@ that allocated, and the <GC> share was 0.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import sys
@@ -16,18 +17,18 @@ import sys
 import pytest
 
 import spprof
-from spprof import output
-
 from conftest import SCRIPTS, run_python, skip_when_emulated
+from spprof import output
 
 GC_FRAME = "<GC>"
 pytestmark = pytest.mark.skipif(sys.platform == "darwin", reason="<GC> frames are Linux-only")
 
 
 def _run(mode: str, native: bool, out_path: str = "") -> dict:
-    # 5 s of CPU: ~1,250 samples at the 4 ms a HZ=250 kernel tick allows, so the sampling
-    # error of a 15 % share is about 1 point (binomial), and 3 points is 3 of them.
-    args = [str(SCRIPTS / "gc_heavy.py"), mode, "1" if native else "0", "5"]
+    # 6 s of CPU: ~1,500 samples at the 4 ms a HZ=250 kernel tick allows, so the sampling
+    # error of a ~20 % share is about 1 point (binomial), and 3 points is 3 of them. (On a
+    # 2-core machine at load 10 the spread was seen to double: see the commit.)
+    args = [str(SCRIPTS / "gc_heavy.py"), mode, "1" if native else "0", "6"]
     if out_path:
         args.append(out_path)
     r = run_python(*args, timeout=120)
@@ -35,14 +36,30 @@ def _run(mode: str, native: bool, out_path: str = "") -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@skip_when_emulated("a share measured against the CPU clock over 5 s")
+@skip_when_emulated("a share measured against the CPU clock over 6 s")
 @pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
 @pytest.mark.parametrize("mode", ["cpu", "wall"])
 def test_gc_share_matches_what_gc_callbacks_measure(mode: str, native: bool) -> None:
     out = _run(mode, native)
     # Wall mode: the samples of the thread running (not blocked, not waiting for a CPU),
     # which is what its CPU clock measures.
-    rows = [(w, names) for w, on_cpu, idle, runnable, names in out["rows"] if not idle and not runnable]
+    running = [r for r in out["rows"] if not r[2] and not r[3]]
+
+    # Sample by sample, whatever the sampling's own error: a sample taken between a
+    # collection's "start" and "stop" callbacks (monotonic clock, as Sample.timestamp_ns)
+    # has <GC>, and one with <GC> was taken in such a window or in the callback around it.
+    windows = out["windows"]
+    wrong = []
+    for _, _, _, _, names, ts in running:
+        inside = bisect.bisect_right(windows, ts) % 2 == 1  # after a start, before its stop
+        if inside != (GC_FRAME in names) and not (GC_FRAME in names and "on_gc" in names):
+            wrong.append((ts, names[-3:], inside))
+    # A sample in the microseconds between the flag and the callback's clock read (the
+    # collector building the callback's info dict) may fall just outside its window.
+    assert len(wrong) <= max(2, len(running) // 200), (len(wrong), len(running), wrong[:10])
+
+    # The share: sampled time with <GC> against the collections' CPU time.
+    rows = [(r[0], r[4]) for r in running]
     total = sum(w for w, _ in rows)
     in_gc = [(w, names) for w, names in rows if GC_FRAME in names]
     truth = out["gc_cpu"] / out["cpu"]
@@ -64,7 +81,7 @@ def test_gc_share_matches_what_gc_callbacks_measure(mode: str, native: bool) -> 
     assert set(parents) <= {"make_cycles", "on_gc"}, parents
 
 
-@skip_when_emulated("a 5 s workload")
+@skip_when_emulated("a 6 s workload")
 def test_every_format_shows_gc_as_a_frame_without_file_or_line(tmp_path) -> None:
     saved = tmp_path / "gc.spprof"
     _run("cpu", False, str(saved))

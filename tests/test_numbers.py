@@ -16,9 +16,8 @@ import re
 import pytest
 
 import spprof
-from spprof import output
-
 from conftest import SCRIPTS, run_python
+from spprof import output
 
 ROW = re.compile(r"^  (\S+)\s+(\d+)\s+(\d+)\s+([\d.]+)s\s+([\d.]+)%\s+(\S+)\s+([\d.]+)%$")
 
@@ -36,8 +35,18 @@ def _table(text: str) -> dict[str, tuple[str, ...]]:
 def test_recording_report_and_formats_agree(tmp_path, mode: str, flags: list[str]) -> None:
     saved = tmp_path / "run.spprof"
     rec = run_python(
-        "-m", "spprof", "record", "--mode", mode, *flags, "-f", "spprof", "-o", str(saved),
-        str(SCRIPTS / "numbers_workload.py"), cwd=str(tmp_path),
+        "-m",
+        "spprof",
+        "record",
+        "--mode",
+        mode,
+        *flags,
+        "-f",
+        "spprof",
+        "-o",
+        str(saved),
+        str(SCRIPTS / "numbers_workload.py"),
+        cwd=str(tmp_path),
     )
     assert rec.returncode == 0, rec.stderr
     recorded = rec.stderr.split("\n\n  Profile written to")[0].rstrip("\n")
@@ -48,7 +57,9 @@ def test_recording_report_and_formats_agree(tmp_path, mode: str, flags: list[str
 
     table = _table(recorded)
     # (CPU mode: the sleeper uses too little CPU for a sample)
-    assert {"MainThread", "spinner"} | ({"sleeper"} if mode == "wall" else set()) <= set(table), recorded
+    assert {"MainThread", "spinner"} | ({"sleeper"} if mode == "wall" else set()) <= set(table), (
+        recorded
+    )
     header = re.match(r"spprof: (\d+) samples over", recorded)
     assert header, recorded
     run_samples = int(header.group(1))
@@ -68,10 +79,15 @@ def test_recording_report_and_formats_agree(tmp_path, mode: str, flags: list[str
 
     # Every format converted from the file holds the profile's samples and sampled time.
     total_ns = profile.total_weight_ns
-    conv = run_python("-m", "spprof", "convert", str(saved), "-f", "collapsed", "-o", "-", cwd=str(tmp_path))
+    conv = run_python(
+        "-m", "spprof", "convert", str(saved), "-f", "collapsed", "-o", "-", cwd=str(tmp_path)
+    )
     assert conv.returncode == 0, conv.stderr
     collapsed_us = sum(int(line.rsplit(" ", 1)[1]) for line in conv.stdout.splitlines() if line)
-    assert abs(collapsed_us * 1000 - total_ns) <= 1000 * len(conv.stdout.splitlines()), (collapsed_us, total_ns)
+    assert abs(collapsed_us * 1000 - total_ns) <= 1000 * len(conv.stdout.splitlines()), (
+        collapsed_us,
+        total_ns,
+    )
     speedscope = json.loads(output.render(profile, "speedscope"))
     assert sum(len(p["samples"]) for p in speedscope["profiles"]) == kept
     assert sum(sum(p["weights"]) for p in speedscope["profiles"]) == total_ns

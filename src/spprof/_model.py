@@ -393,7 +393,10 @@ class ProfileData:
         for serial, c in self._tally(dropped.__contains__).items():
             acc = left.setdefault(str(serial), [0, 0, 0, 0, 0])
             left[str(serial)] = [int(a) + b for a, b in zip(acc, c[:5])]
-        metadata = {**self.metadata, "filtered_out": len(drop) + int(self.metadata.get("filtered_out", 0))}
+        metadata = {
+            **self.metadata,
+            "filtered_out": len(drop) + int(self.metadata.get("filtered_out", 0)),
+        }
         if left:
             metadata["left_out_threads"] = left
             why = list(self.metadata.get("left_out_why", []))

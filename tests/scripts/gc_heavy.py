@@ -3,8 +3,10 @@
 Usage: gc_heavy.py MODE NATIVE SECONDS [OUTPUT]. MODE is "cpu" or "wall", NATIVE "0" or "1".
 `make_cycles` builds cyclic garbage beside a large live heap, so the collections it triggers
 (automatic, not gc.collect()) take a good share of its time. gc.callbacks measure that share
-with the thread's CPU clock from "start" to "stop". Prints one JSON line: the measured GC CPU,
-the thread's CPU, and per sample of the main thread its weight, flags and function names.
+with the thread's CPU clock from "start" to "stop", and note each collection's window on the
+monotonic clock (the clock of Sample.timestamp_ns). Prints one JSON line: the measured GC
+CPU, the thread's CPU, the windows, and per sample of the main thread its time, weight,
+flags and function names.
 With OUTPUT, the profile is also saved there (its format from the suffix).
 """
 
@@ -19,12 +21,15 @@ import spprof
 
 gc_cpu = [0.0]
 _started = [0.0]
+windows: list[int] = []  # start, stop, start, stop, ... (monotonic ns)
 
 
 def on_gc(phase: str, info: dict) -> None:
     if phase == "start":
         _started[0] = time.thread_time()
+        windows.append(time.monotonic_ns())
     else:
+        windows.append(time.monotonic_ns())
         gc_cpu[0] += time.thread_time() - _started[0]
 
 
@@ -46,8 +51,8 @@ def make_cycles(seconds: float) -> int:
         # call could run the pending collection in another frame): collections then fall
         # at random phases of the sampling timer's tick, never in step with it.
         seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
-        spin = 0
-        for _ in range(seed % 30000):
+        spin, until = 0, seed % 20000
+        while spin < until:
             spin += 1
     return made
 
@@ -57,7 +62,7 @@ def main() -> None:
     output = sys.argv[4] if len(sys.argv) > 4 else None
     # A live heap the collector walks each time (the old generations), built before the
     # profile starts; the thresholds make full collections come often.
-    live = [[[] for _ in range(50)] for _ in range(4000)]
+    live = [[[] for _ in range(50)] for _ in range(1000)]
     gc.collect()
     gc.set_threshold(2000, 5, 5)
     gc.callbacks.append(on_gc)
@@ -70,13 +75,30 @@ def main() -> None:
     gc.callbacks.remove(on_gc)
     main_tid = next(s.native_thread_id for s in p.get_samples() if s.thread_name == "MainThread")
     rows = [
-        (s.weight_ns, s.on_cpu, s.idle, s.runnable, [f.function_name for f in s.frames])
+        (
+            s.weight_ns,
+            s.on_cpu,
+            s.idle,
+            s.runnable,
+            [f.function_name for f in s.frames],
+            s.timestamp_ns,
+        )
         for s in p.get_samples()
         if s.native_thread_id == main_tid
     ]
     stats = p.profile.stats
-    print(json.dumps({"gc_cpu": gc_cpu[0], "cpu": cpu, "live": len(live), "rows": rows,
-                      "samples_in_gc": stats.get("samples_in_gc")}))
+    print(
+        json.dumps(
+            {
+                "gc_cpu": gc_cpu[0],
+                "cpu": cpu,
+                "live": len(live),
+                "rows": rows,
+                "samples_in_gc": stats.get("samples_in_gc"),
+                "windows": windows,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

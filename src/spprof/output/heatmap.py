@@ -165,7 +165,8 @@ def render(
     off_line = off_line_time(profile)
     if off_line:
         parts = ", ".join(
-            f"{esc(k)} {_ms(v)} ({_pct(v, whole)})" for k, v in sorted(off_line.items(), key=lambda kv: -kv[1])
+            f"{esc(k)} {_ms(v)} ({_pct(v, whole)})"
+            for k, v in sorted(off_line.items(), key=lambda kv: -kv[1])
         )
         out.append(
             f'<div class="meta">Running on no source line: {parts}; in the total time of the '

@@ -62,7 +62,8 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
     summary = (
         f"{profile.sample_count} samples over {_seconds(profile.duration_ns)} \u00b7 "
         f"{profile.mode} mode, {profile.interval_ms:g} ms interval \u00b7 "
-        f"{profile.dropped_count} dropped{_left_out(profile)} \u00b7 Python {meta.get('python', '?')} on "
+        f"{profile.dropped_count} dropped{_left_out(profile)} \u00b7 "
+        f"Python {meta.get('python', '?')} on "
         f"{meta.get('platform', '?')} {meta.get('machine', '')}".rstrip()
     )
     return {
@@ -87,7 +88,11 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
 
 def _left_out(profile: ProfileData) -> str:
     left = profile.left_out_count
-    return f" \u00b7 {left} left out (filtered: {', '.join(profile.metadata.get('left_out_why', []))})" if left else ""
+    return (
+        f" \u00b7 {left} left out (filtered: {', '.join(profile.metadata.get('left_out_why', []))})"
+        if left
+        else ""
+    )
 
 
 def render(profile: ProfileData) -> bytes:

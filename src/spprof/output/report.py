@@ -196,9 +196,8 @@ def _left_out_note(profile: ProfileData, kept: int, left_out: int) -> str:
     what = " or ".join(f"{w} threads" if w == "blocked" else w for w in why) or "filtered"
     keeps = {"blocked": "--idle", "without the GIL": "without --gil"}
     how = ", ".join(keeps[w] for w in why if w in keeps)
-    return (
-        f"  {kept} in the profile, {left_out} left out (samples of {what}"
-        + (f"; {how} keeps them)" if how else ")")
+    return f"  {kept} in the profile, {left_out} left out (samples of {what}" + (
+        f"; {how} keeps them)" if how else ")"
     )
 
 
