@@ -79,6 +79,9 @@ class ThreadInfo:
     ended: bool  # ended before the profile was stopped
     gil_fraction: Optional[float] = None  # share of sampled time holding the GIL (None: unknown)
     idle_fraction: float = 0.0  # share of sampled time blocked (wall mode)
+    # Of `samples`, how many a filter (wall mode without --idle, --gil) left out of the profile:
+    # the thread's figures are the run's, its samples in the profile are samples - left_out.
+    left_out: int = 0
 
 
 @dataclass(frozen=True)
@@ -230,12 +233,14 @@ class ProfileData:
             self._samples = out
         return self._samples
 
-    @property
-    def threads(self) -> list[ThreadInfo]:
-        """Threads by logical identity (ident, native id), in order of first appearance."""
-        counts: dict[int, list[int]] = {}  # samples, weight, GIL weight, GIL-known, idle
-        for _, weight, _, serial, flags in self.iter_rows():
-            c = counts.setdefault(serial, [0, 0, 0, 0, 0])
+    def _tally(self, keep: Callable[[int], bool] = lambda i: True) -> dict[int, list[int]]:
+        """Per thread serial, over the rows whose index `keep` accepts:
+        [samples, weight, GIL weight, GIL-known weight, idle weight, 0]."""
+        counts: dict[int, list[int]] = {}
+        for i, (_, weight, _, serial, flags) in enumerate(self.iter_rows()):
+            if not keep(i):
+                continue
+            c = counts.setdefault(serial, [0, 0, 0, 0, 0, 0])
             c[0] += 1
             c[1] += weight
             if flags & FLAG_GIL_KNOWN:
@@ -244,10 +249,37 @@ class ProfileData:
                     c[2] += weight
             if flags & FLAG_IDLE:
                 c[4] += weight
+        return counts
+
+    def thread_tallies(self) -> dict[int, list[int]]:
+        """Per thread serial, the run's figures: [samples, weight, GIL weight, GIL-known
+        weight, idle weight, samples left out]. The rows in the profile plus what filter()
+        left out (kept in metadata["left_out_threads"], so a saved profile has them too).
+        The one place a thread's samples, GIL% and IDLE% come from: the summary of a
+        recording, `spprof report` of its file and every writer agree."""
+        counts = self._tally()
+        for key, left in self.metadata.get("left_out_threads", {}).items():
+            c = counts.setdefault(int(key), [0, 0, 0, 0, 0, 0])
+            for k in range(5):
+                c[k] += int(left[k])
+            c[5] += int(left[0])
+        return counts
+
+    @property
+    def left_out_count(self) -> int:
+        """Samples of the run a filter left out of the profile (wall mode without --idle,
+        --gil): the run had sample_count + left_out_count."""
+        return sum(int(v[0]) for v in self.metadata.get("left_out_threads", {}).values())
+
+    @property
+    def threads(self) -> list[ThreadInfo]:
+        """Threads by logical identity (ident, native id), in order of first appearance,
+        with the run's figures (thread_tallies)."""
+        counts = self.thread_tallies()
         merged: dict[tuple[int, int], dict[str, Any]] = {}
         for t in self.thread_table:
             key = (t.ident, t.native_id)
-            c = counts.get(t.serial, [0, 0, 0, 0, 0])
+            c = counts.get(t.serial, [0, 0, 0, 0, 0, 0])
             m = merged.get(key)
             if m is None:
                 merged[key] = {
@@ -271,6 +303,7 @@ class ProfileData:
                 ended=v["ended"],
                 gil_fraction=v["c"][2] / v["c"][3] if v["c"][3] else None,
                 idle_fraction=v["c"][4] / v["c"][1] if v["c"][1] else 0.0,
+                left_out=v["c"][5],
             )
             for k, v in merged.items()
         ]
@@ -353,12 +386,25 @@ class ProfileData:
             if (not idle and (tag >> SERIAL_BITS) & FLAG_IDLE)
             or (gil_only and ((tag >> SERIAL_BITS) & gil) != gil)
         ]
-        return replace(
-            self,
-            rows=self._rows_without(drop),
-            _samples=None,
-            metadata={**self.metadata, "filtered_out": len(drop)},
-        )
+        # What is left out stays in the threads' figures (thread_tallies): the run's samples,
+        # GIL and idle shares do not change because the profile shows fewer of them.
+        left = {str(k): list(v[:5]) for k, v in self.metadata.get("left_out_threads", {}).items()}
+        dropped = set(drop)
+        for serial, c in self._tally(dropped.__contains__).items():
+            acc = left.setdefault(str(serial), [0, 0, 0, 0, 0])
+            left[str(serial)] = [int(a) + b for a, b in zip(acc, c[:5])]
+        metadata = {
+            **self.metadata,
+            "filtered_out": len(drop) + int(self.metadata.get("filtered_out", 0)),
+        }
+        if left:
+            metadata["left_out_threads"] = left
+            why = list(self.metadata.get("left_out_why", []))
+            for reason, on in (("blocked", not idle), ("without the GIL", gil_only)):
+                if on and reason not in why:
+                    why.append(reason)
+            metadata["left_out_why"] = why
+        return replace(self, rows=self._rows_without(drop), _samples=None, metadata=metadata)
 
     def drop_root_frames(self, is_runner: Callable[[Frame], bool]) -> None:
         """Remove the leading (root-side) frames for which `is_runner` holds from every stack.

@@ -90,6 +90,7 @@ class SessionStats(Mapping[str, Any]):
     wall_state_probes: Optional[int] = None
     wall_walks: Optional[int] = None
     wall_walks_lost: Optional[int] = None
+    samples_in_gc: Optional[int] = None  # None where <GC> frames are not made (macOS)
     # Counters this version of the Python side has no field for (a newer extension's).
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -13,6 +13,21 @@
 #define SPPROF_CHECK_FRAME 1
 #endif
 
+// The GC state (capture/pyframes/gc_state.h): PyInterpreterState and its struct _gc_runtime_state.
+#if PY_VERSION_HEX >= 0x030E0000 && __has_include("internal/pycore_interp_structs.h")
+#include "internal/pycore_interp_structs.h"
+#define SPPROF_CHECK_GC 1
+#elif PY_VERSION_HEX < 0x030E0000 && __has_include("internal/pycore_interp.h")
+#if PY_VERSION_HEX < 0x030D0000
+// Before 3.13 pycore_atomic.h spells its atomics with C11 <stdatomic.h>, which C++ cannot
+// compile; its builtin-atomics branch declares the same plain-sized fields, so the layout holds.
+#undef HAVE_STD_ATOMIC
+#endif
+#include "internal/pycore_interp.h"
+#define SPPROF_CHECK_GC 1
+#endif
+
+#include "capture/pyframes/gc_state.h"
 #include "framewalker.h"
 
 #if defined(SPPROF_CHECK_FRAME)
@@ -59,4 +74,11 @@ static_assert(FRAME_OWNED_BY_GENERATOR == spprof::PyLayout::kOwnedByGenerator, "
 #endif
 SPPROF_SAME_OFFSET(Mirror, previous);
 SPPROF_SAME_OFFSET(Mirror, owner);
+#endif
+
+#if defined(SPPROF_CHECK_GC) && !defined(Py_GIL_DISABLED)
+static_assert(spprof::kGcCollectingOffset ==
+                  offsetof(PyInterpreterState, gc) + offsetof(struct _gc_runtime_state, collecting),
+              "mirrored PyInterpreterState.gc.collecting is at the wrong offset");
+static_assert(sizeof(((struct _gc_runtime_state*)nullptr)->collecting) == sizeof(int), "collecting is an int");
 #endif

@@ -98,6 +98,8 @@ PyObject* build_stats(const Session* s) {
               put(d, "timer_failures", PyLong_FromUnsignedLongLong(ps.timer_failures)) &&
               put(d, "signals_on_unsampled_threads", PyLong_FromUnsignedLongLong(cs.no_thread)) &&
               put(d, "frame_layout", PyUnicode_FromString(PyLayout::kName));
+    // Where the capture marks GC time (PlatformTraits::gc_frames); absent elsewhere.
+    if (ok && platform_traits().gc_frames) ok = put(d, "samples_in_gc", PyLong_FromUnsignedLongLong(cs.gc));
     // Counters only this platform's sampling model has (platform.h, PlatformStats::extra).
     for (size_t i = 0; ok && i < ps.extra_count; ++i)
         ok = put(d, ps.extra[i].name, PyLong_FromUnsignedLongLong(ps.extra[i].value));

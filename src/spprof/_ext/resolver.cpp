@@ -124,6 +124,11 @@ uint32_t Resolver::resolve(const RawFrame& raw) {
         const uint32_t name = strings_.intern("<subinterpreter " + std::to_string(raw.fingerprint) + ">");
         return intern_frame(FrameKey{name, strings_.intern(""), name, 0}, 0);
     }
+    if (raw.code == kGcFrameCode) {
+        // The cyclic GC: no file, no line, like a subinterpreter's marker.
+        const uint32_t name = strings_.intern("<GC>");
+        return intern_frame(FrameKey{name, strings_.intern(""), name, 0}, 0);
+    }
     CodeEntry* e = lookup_code(static_cast<uintptr_t>(raw.code), raw.fingerprint);
     const uint32_t instr = raw.instr & ~kInstrEntryFlag;
     if (e == nullptr || instr >= e->n_units) {

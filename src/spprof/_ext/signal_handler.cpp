@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "capture/capture_gate.h"
+#include "capture/pyframes/gc_state.h"
 #include "framewalker.h"
 #include "platform/platform.h"
 #include "capture/record_writer.h"
@@ -30,11 +31,13 @@ namespace {
 // The session's thread table, for captures (CaptureGate: stop waits for them to leave).
 CaptureGate<ThreadTable> g_gate;
 std::atomic<const UnwindTables*> g_unwind{nullptr};  // null: Python frames only; read inside the gate
+// The main interpreter's "collecting" int (capture/pyframes/gc_state.h); null between sessions.
+std::atomic<const int*> g_gc_collecting{nullptr};
 
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
         walk_errors{0}, walk_faults{0}, native_faults{0}, unguarded{0}, truncated{0}, idle{0},
-        native_unwinds{0}, native_fp_steps{0}, capture_ns{0}, subinterpreter{0};
+        native_unwinds{0}, native_fp_steps{0}, capture_ns{0}, subinterpreter{0}, gc{0};
     std::atomic<uint64_t> native_stops[10];
 };
 Counters g_counters;
@@ -106,6 +109,28 @@ __attribute__((noinline)) bool guarded_walk(ThreadCtx* ctx, uintptr_t tstate, Ra
     std::atomic_signal_fence(std::memory_order_seq_cst);
     ctx->fault_armed_.store(false, std::memory_order_relaxed);
     return true;
+}
+
+// SIGNAL-SAFE, NO-HEAP. True when the calling thread is running the cyclic GC of the main
+// interpreter. The flag is interpreter-wide; the collector holds the GIL, so "collecting and
+// this thread holds the GIL" names it. A plain load is enough: a thread that holds the GIL
+// saw every write the flag had before the GIL came to it, and its own writes in program order.
+// Residual error (docs/architecture.md, "The <GC> frame"): a finalizer run by the collection
+// that lets the GIL go (I/O, sleep, a switch interval) hands the flag to whichever thread
+// takes the GIL until the finalizer gets it back; those samples are charged to <GC> too.
+bool running_gc(bool has_gil) {
+    if (!has_gil) return false;
+    const int* flag = g_gc_collecting.load(std::memory_order_relaxed);
+    return flag != nullptr && *flag != 0;
+}
+
+// SIGNAL-SAFE, NO-HEAP. Puts `marker` in front of the record's frames (leaf first), moving the
+// native pcs that follow along; nothing when the record is full.
+void prepend_frame(RawFrame* frames, WalkResult* w, uint32_t native_depth, const RawFrame& marker) {
+    if (w->depth >= kMaxPythonFrames) return;
+    std::memmove(frames + 1, frames, w->depth * sizeof(RawFrame) + native_depth * sizeof(uint64_t));
+    frames[0] = marker;
+    ++w->depth;
 }
 
 // SIGNAL-SAFE, NO-HEAP. Writes one record for the calling thread into ctx's ring.
@@ -205,14 +230,21 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
             ++w.depth;
         }
     }
+    // PyGILState_Check compares the GIL holder (an atomic on 3.9-3.11, libpython's own
+    // thread-local attached state on 3.12+) with our TSS entry: no lock, no allocation.
+    const bool has_gil = PyGILState_Check() != 0;
+    // The collection runs inside the leaf Python frame (the one that allocated, or on 3.12+
+    // the one whose eval-breaker check ran it): <GC> goes on its leaf side. Python code the
+    // collection runs (finalizers, callbacks) is on the same chain, so it sits under <GC>.
+    if (!idle && subinterpreter < 0 && running_gc(has_gil)) {
+        bump(g_counters.gc);
+        prepend_frame(frames, &w, native_depth, RawFrame{kGcFrameCode, 0, 0});
+    }
     RawSampleHeader hdr{};
     hdr.timestamp_ns = started;
     hdr.weight_ns = weight_ns;
     hdr.native_tid = ctx->native_tid_;
     hdr.thread_serial = ctx->serial_;
-    // PyGILState_Check compares the GIL holder (an atomic on 3.9-3.11, libpython's own
-    // thread-local attached state on 3.12+) with our TSS entry: no lock, no allocation.
-    const bool has_gil = PyGILState_Check() != 0;
     hdr.flags = (w.truncated ? kSampleTruncated : 0u) | (idle ? kSampleIdle : kSampleOnCpu) |
                 kSampleGilKnown | (has_gil ? kSampleHasGil : 0u);
     hdr.depth = static_cast<uint16_t>(w.depth);
@@ -260,6 +292,7 @@ void claim_fault() {
 
 void capture_enable(ThreadTable* table, const UnwindTables* unwind) {
     g_unwind.store(unwind, std::memory_order_release);
+    g_gc_collecting.store(gc_collecting_flag(PyInterpreterState_Main()), std::memory_order_release);
     g_gate.publish(table);
 }
 
@@ -329,6 +362,7 @@ CaptureStats capture_stats() {
     s.native_faults = g_counters.native_faults.load(std::memory_order_relaxed);
     s.unguarded = g_counters.unguarded.load(std::memory_order_relaxed);
     s.subinterpreter = g_counters.subinterpreter.load(std::memory_order_relaxed);
+    s.gc = g_counters.gc.load(std::memory_order_relaxed);
     s.truncated = g_counters.truncated.load(std::memory_order_relaxed);
     s.idle = g_counters.idle.load(std::memory_order_relaxed);
     s.capture_ns = g_counters.capture_ns.load(std::memory_order_relaxed);
@@ -348,6 +382,7 @@ void capture_reset_stats() {
     g_counters.native_faults.store(0);
     g_counters.unguarded.store(0);
     g_counters.subinterpreter.store(0);
+    g_counters.gc.store(0);
     g_counters.truncated.store(0);
     g_counters.idle.store(0);
     g_counters.capture_ns.store(0);

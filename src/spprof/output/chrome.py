@@ -56,7 +56,8 @@ class _Track:
                 "tid": self.tid,
                 "ts": ts,
                 "dur": dur,
-                "args": {"file": f.filename, "line": f.lineno},
+                # A frame spprof makes (<GC>, <subinterpreter N>) has no place: no args.
+                "args": {"file": f.filename, "line": f.lineno} if f.filename else {},
             }
             self.keyed.append((ts, -dur, len(self.open), event))
 

@@ -76,6 +76,20 @@ def line_heat(profile: ProfileData) -> dict[str, FileHeat]:
     return files
 
 
+def off_line_time(profile: ProfileData) -> dict[str, int]:
+    """{frame name: time} of the samples whose running Python frame has no source line: a
+    frame spprof makes (<GC>: the cyclic garbage collector, <subinterpreter N>). Its lines'
+    total time includes it; no line's self time does."""
+    table = profile.frame_table
+    out: dict[str, int] = {}
+    for (_, stack), (_n, w) in profile.stack_weights().items():
+        ids = profile.stacks[stack]
+        leaf = next((table[i] for i in reversed(ids) if not table[i].is_native), None)
+        if leaf is not None and not leaf.filename and leaf.function_name.startswith("<"):
+            out[leaf.function_name] = out.get(leaf.function_name, 0) + w
+    return out
+
+
 def _ms(ns: int) -> str:
     return f"{ns / 1e6:.1f} ms" if ns else ""
 
@@ -148,6 +162,16 @@ def render(
         f"{profile.interval_ms:g} ms interval \u00b7 self: the line was running; total: it "
         "was on the stack. Percentages are of all sampled time.</div>"
     )
+    off_line = off_line_time(profile)
+    if off_line:
+        parts = ", ".join(
+            f"{esc(k)} {_ms(v)} ({_pct(v, whole)})"
+            for k, v in sorted(off_line.items(), key=lambda kv: -kv[1])
+        )
+        out.append(
+            f'<div class="meta">Running on no source line: {parts}; in the total time of the '
+            "lines that were on the stack.</div>"
+        )
     if len(ranked) > len(shown):
         out.append(f'<div class="meta">The {len(shown)} hottest of {len(ranked)} files.</div>')
     out.append('<ol class="files">')

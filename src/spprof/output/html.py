@@ -62,7 +62,8 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
     summary = (
         f"{profile.sample_count} samples over {_seconds(profile.duration_ns)} \u00b7 "
         f"{profile.mode} mode, {profile.interval_ms:g} ms interval \u00b7 "
-        f"{profile.dropped_count} dropped \u00b7 Python {meta.get('python', '?')} on "
+        f"{profile.dropped_count} dropped{_left_out(profile)} \u00b7 "
+        f"Python {meta.get('python', '?')} on "
         f"{meta.get('platform', '?')} {meta.get('machine', '')}".rstrip()
     )
     return {
@@ -73,7 +74,7 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
             {
                 "name": t.name,
                 "tid": t.native_thread_id,
-                "samples": t.samples,
+                "samples": t.samples - t.left_out,  # in the profile, as the flame graph
                 "weight_ns": t.weight_ns,
                 "cpu_ns": t.cpu_ns,
                 "cpu_pct": round(100.0 * t.cpu_ns / duration, 1),
@@ -83,6 +84,15 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
         "counts": counts,
         "summary": summary,
     }
+
+
+def _left_out(profile: ProfileData) -> str:
+    left = profile.left_out_count
+    return (
+        f" \u00b7 {left} left out (filtered: {', '.join(profile.metadata.get('left_out_why', []))})"
+        if left
+        else ""
+    )
 
 
 def render(profile: ProfileData) -> bytes:

@@ -104,11 +104,16 @@ def summary(
         )
         _written(lines, output, fmt)
         return "\n".join(lines)
+    # The run's samples, as the thread table counts them (ProfileData.thread_tallies); those a
+    # filter left out are said apart.
+    left_out = profile.left_out_count
     lines.append(
-        f"spprof: {n} samples over {_seconds(profile.duration_ns)} "
+        f"spprof: {n + left_out} samples over {_seconds(profile.duration_ns)} "
         f"({profile.mode} mode, {profile.interval_ms:g} ms interval, "
         f"timer {profile.stats.get('timer', '?')}), {profile.dropped_count} dropped"
     )
+    if left_out:
+        lines.append(_left_out_note(profile, n, left_out))
     rate = effective_rate(run)
     # An interval the overhead budget widened is no tick's doing: no note then.
     if rate is not None and profile.interval_ms > 0 and not profile.stats.get("interval_changes"):
@@ -184,6 +189,16 @@ def summary(
         lines.append("")
     _written(lines, output, fmt)
     return "\n".join(lines)
+
+
+def _left_out_note(profile: ProfileData, kept: int, left_out: int) -> str:
+    why = profile.metadata.get("left_out_why", [])
+    what = " or ".join(f"{w} threads" if w == "blocked" else w for w in why) or "filtered"
+    keeps = {"blocked": "--idle", "without the GIL": "without --gil"}
+    how = ", ".join(keeps[w] for w in why if w in keeps)
+    return f"  {kept} in the profile, {left_out} left out (samples of {what}" + (
+        f"; {how} keeps them)" if how else ")"
+    )
 
 
 def _written(lines: list[str], output: str, fmt: str) -> None:

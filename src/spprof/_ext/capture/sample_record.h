@@ -28,6 +28,9 @@ static_assert(sizeof(RawFrame) == 16, "RawFrame is packed into the ring");
 // frames are not read (its objects belong to another interpreter, maybe under another GIL);
 // RawFrame.fingerprint holds the interpreter's id. No object can live at address 1.
 constexpr uint64_t kSubinterpreterFrameCode = 1;
+// RawFrame.code of the frame <GC>: the thread was running the cyclic garbage collector inside
+// the frame after it (the leaf Python frame); fingerprint and instr are 0.
+constexpr uint64_t kGcFrameCode = 2;
 
 enum SampleFlags : uint32_t {
     kSampleTruncated = 1u << 0,  // root side lost: more Python frames than kMaxPythonFrames,

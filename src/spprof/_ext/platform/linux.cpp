@@ -296,6 +296,7 @@ void platform_cleanup() {}
 PlatformTraits platform_traits() {
     PlatformTraits t;
     t.session_wall_census = true;  // CPU timers see threads that run only
+    t.gc_frames = true;            // the handler runs on the sampled thread: PyGILState_Check
     return t;
 }
 

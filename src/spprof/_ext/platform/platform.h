@@ -36,6 +36,10 @@ struct PlatformTraits {
     // False where the platform's sampler sees blocked threads itself (macOS: Mach suspension,
     // which flags their records kSampleIdle in wall mode).
     bool session_wall_census = false;
+    // Samples taken while the thread runs the cyclic GC get a <GC> frame. The capture needs
+    // to know the sampled thread holds the GIL, which only a capture on that thread can ask
+    // (the signal path). False on macOS: the Mach sampler cannot tell the collector apart.
+    bool gc_frames = false;
 };
 
 // One counter only this platform has, exported by stats() under its name.
