@@ -22,6 +22,7 @@ from ._rows import (
     FLAG_IDLE,
     FLAG_ON_CPU,
     FLAG_RUNNABLE,
+    FLAG_THREAD_END,
     FLAG_TRUNCATED,
     ROW,
     ROW_WORDS,
@@ -64,6 +65,9 @@ class Sample:
     idle: bool = False
     truncated: bool = False
     runnable: bool = False  # wall mode: the thread waited for a CPU here (preempted), not blocked
+    # CPU time a thread used after its last sample, owed by its timer as it ended: on its last
+    # stack, not on the line it ran (docs/architecture.md, "Short threads")
+    thread_end: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,7 @@ class ProfileData:
                         idle=bool(flags & FLAG_IDLE),
                         truncated=bool(flags & FLAG_TRUNCATED),
                         runnable=bool(flags & FLAG_RUNNABLE),
+                        thread_end=bool(flags & FLAG_THREAD_END),
                     )
                 )
             self._samples = out

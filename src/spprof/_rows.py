@@ -37,6 +37,9 @@ FLAG_IDLE = 1 << 3  # wall mode: blocked (off CPU, not runnable)
 FLAG_GIL_KNOWN = 1 << 4
 FLAG_STACK_ONLY = 1 << 5  # native-internal: a stack recorded at registration, never exported
 FLAG_RUNNABLE = 1 << 6  # wall mode: waited for a CPU on this stack (preempted)
+# CPU-timer expiries a thread's last tick-less stretch owed it, counted as it ended; on its last
+# stack (last sample's, else where it started), not on the line it ran
+FLAG_THREAD_END = 1 << 7
 
 # By the names _ext.SAMPLE_FLAGS uses.
 FLAGS = {
@@ -47,6 +50,7 @@ FLAGS = {
     "gil_known": FLAG_GIL_KNOWN,
     "stack_only": FLAG_STACK_ONLY,
     "runnable": FLAG_RUNNABLE,
+    "thread_end": FLAG_THREAD_END,
 }
 
 

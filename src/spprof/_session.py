@@ -71,12 +71,21 @@ def _is_profiler_frame(frame: Any) -> bool:
 # ---- thread discovery ---------------------------------------------------------------------
 
 
+def _entry_code() -> Any:
+    """The code the current threading.Thread runs: its target's, unless run() is overridden
+    (then run's own frame, already on the stack, is the entry). None when there is none."""
+    thread = threading.current_thread()
+    if type(thread).run is not threading.Thread.run:
+        return None
+    return getattr(getattr(thread, "_target", None), "__code__", None)
+
+
 def _thread_hook(frame: Any, event: str, arg: Any) -> Any:
     """Runs once on every new threading.Thread, before run(): registers it and steps aside."""
     chained = _prev_thread_hook
     sys.setprofile(chained)
     try:
-        _ext.register_current_thread()
+        _ext.register_current_thread(_entry_code(), _thread_hook.__code__)
     except Exception as exc:  # never break the user's thread
         _debug.debug(f"could not register {threading.current_thread().name}: {exc}")
     if chained is not None:

@@ -54,6 +54,9 @@ class SessionStats(Mapping[str, Any]):
     threads_alive_limit: Optional[int] = None
     thread_memory_bytes: Optional[int] = None
     handler_retaken: Optional[int] = None
+    thread_end_samples: Optional[int] = None
+    thread_end_expiries: Optional[int] = None
+    thread_end_ns: Optional[int] = None
     off_cpu_skipped: Optional[int] = None
     threads_found_by_scan: Optional[int] = None
     timer_attach_failures: Optional[int] = None

@@ -115,6 +115,9 @@ PyObject* build_stats(const Session* s) {
              put(d, "threads_alive_limit", PyLong_FromUnsignedLong(ThreadTable::kMaxThreads)) &&
              put(d, "thread_memory_bytes", PyLong_FromSize_t(s->thread_memory_bytes())) &&
              put(d, "handler_retaken", PyLong_FromUnsignedLongLong(c.handler_retaken)) &&
+             put(d, "thread_end_samples", PyLong_FromUnsignedLongLong(c.thread_end_samples)) &&
+             put(d, "thread_end_expiries", PyLong_FromUnsignedLongLong(c.thread_end_expiries)) &&
+             put(d, "thread_end_ns", PyLong_FromUnsignedLongLong(c.thread_end_ns)) &&
              put(d, "threads_found_by_scan", PyLong_FromUnsignedLongLong(c.threads_discovered_by_scan)) &&
              put(d, "timer_attach_failures", PyLong_FromUnsignedLongLong(c.attach_failures)) &&
              put(d, "drains", PyLong_FromUnsignedLongLong(c.drains)) &&
@@ -351,11 +354,18 @@ void on_thread_exit(PyObject* module, PyThreadState* ts, uint64_t tid) {
     }
 }
 
-PyObject* py_register_current_thread(PyObject* module, PyObject*) {
+PyObject* py_register_current_thread(PyObject* module, PyObject* args) {
+    // Optional: the thread's entry code (its target's) and the hook's own code (left out of
+    // the entry stack). Anything that is not a code object is ignored.
+    PyObject* entry = nullptr;
+    PyObject* skip = nullptr;
+    if (!PyArg_ParseTuple(args, "|OO:register_current_thread", &entry, &skip)) return nullptr;
+    if (entry != nullptr && !PyCode_Check(entry)) entry = nullptr;
+    if (skip != nullptr && !PyCode_Check(skip)) skip = nullptr;
     ModuleState* st = state_of(module);
     if (st->session != nullptr) {
         const SessionMutation changing;
-        Error e = st->session->register_current_thread();
+        Error e = st->session->register_current_thread(entry, skip);
         if (!e.ok()) return raise(e);
         // Main interpreter only: the watch's type belongs to it.
         if (PyThreadState_Get()->interp == PyInterpreterState_Main())
@@ -462,7 +472,8 @@ bool add_row_layout(PyObject* m) {
               put(flags, "idle", PyLong_FromUnsignedLong(kSampleIdle)) &&
               put(flags, "gil_known", PyLong_FromUnsignedLong(kSampleGilKnown)) &&
               put(flags, "stack_only", PyLong_FromUnsignedLong(kSampleStackOnly)) &&
-              put(flags, "runnable", PyLong_FromUnsignedLong(kSampleRunnable));
+              put(flags, "runnable", PyLong_FromUnsignedLong(kSampleRunnable)) &&
+              put(flags, "thread_end", PyLong_FromUnsignedLong(kSampleThreadEnd));
     if (ok && PyModule_AddObject(m, "SAMPLE_FLAGS", flags) == 0) return true;  // steals on success
     Py_XDECREF(flags);
     return false;
@@ -474,8 +485,8 @@ PyMethodDef kMethods[] = {
     {"stop", py_stop, METH_NOARGS, "stop() -> dict: the raw profile"},
     {"is_active", py_is_active, METH_NOARGS, "is_active() -> bool"},
     {"stats", py_stats, METH_NOARGS, "stats() -> dict"},
-    {"register_current_thread", py_register_current_thread, METH_NOARGS,
-     "register the calling thread with the running session"},
+    {"register_current_thread", py_register_current_thread, METH_VARARGS,
+     "register the calling thread with the running session (optional: its entry code, the hook's code)"},
     {"drain", py_drain, METH_NOARGS, "drain the sample rings now"},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},

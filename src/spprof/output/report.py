@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -76,6 +77,27 @@ def effective_rate(profile: ProfileData) -> Optional[float]:
     return float(signals) * 1e9 / cpu_ns
 
 
+def rate_cause(stats: Mapping[str, Any]) -> str:
+    """Why the timers delivered fewer signals per CPU second than asked, from the counters.
+
+    Two causes, told apart by what they leave behind: expiries that fell due in a thread's last
+    stretch without a scheduler tick (short threads; recorded at the thread's end as
+    thread-end samples), and several expiries per tick (an interval below the tick: overruns
+    keep the weights, not the signal count).
+    """
+    signals = stats.get("signals") or 0
+    overruns = stats.get("timer_overruns") or 0
+    owed = stats.get("thread_end_expiries") or 0
+    if owed and owed >= overruns:
+        return (
+            f"{owed:,} timer expiries fell due in threads' last stretch before a scheduler tick "
+            "(short threads); thread-end samples carry them"
+        )
+    if overruns > 0.2 * signals:
+        return "the kernel tick (CONFIG_HZ) fires fewer signals; overruns keep the weights"
+    return "threads that ran less than an interval or had no timer of their own (see stats())"
+
+
 def _open_hint(fmt: str) -> str:
     from .. import output  # OPEN_HINTS lives beside FORMATS (imported late: no cycle)
 
@@ -121,7 +143,7 @@ def summary(
         if rate < _RATE_NOTE_BELOW * asked:
             lines.append(
                 f"  note: {rate:.0f} samples/s per CPU second, not {asked:.0f}: "
-                "the kernel tick (CONFIG_HZ) caps it"
+                + rate_cause(run.stats)
             )
     if profile.dropped_count:
         lines.append(
@@ -162,6 +184,13 @@ def summary(
         cpu = profile.stats.get("threads_unsampled_cpu_ns", 0)
         lines.append(
             f"  ({unsampled:,} threads ended without a sample, {_seconds(cpu)} CPU: not listed)"
+        )
+    thread_end = profile.stats.get("thread_end_samples", 0)
+    if thread_end:
+        lines.append(
+            f"  ({thread_end:,} thread-end samples, "
+            f"{_seconds(profile.stats.get('thread_end_ns', 0))} CPU: used after a thread's last "
+            "sample, on its last stack)"
         )
     refused = profile.stats.get("threads_refused", 0)
     if refused:

@@ -44,6 +44,9 @@ enum SampleFlags : uint32_t {
                                  // registration so idle records have a stack to reuse
     kSampleRunnable = 1u << 6,   // wall mode: the thread waited for a CPU (runnable, preempted)
                                  // on this stack; depth 0: its last stack
+    kSampleThreadEnd = 1u << 7,  // CPU-timer expiries that fell due in a thread's last stretch
+                                 // without a scheduler tick, counted as it ended (never fired
+                                 // by the kernel); depth 0: its last stack (or entry stack)
 };
 
 struct RawSampleHeader {

@@ -76,6 +76,10 @@ struct ThreadCtx {
     // Linux: a per-thread CPU timer samples this thread (set by platform_thread_attach, cleared
     // by detach). Wall mode's census relies on it for the thread's CPU time.
     std::atomic<bool> cpu_timer_armed_{false};
+    // The thread CPU time its timer's expiries are counted from (platform_thread_attach): its
+    // clock at registration, or 0 for a thread the threading hook registered (it was born in
+    // the session, so its start-up CPU is the session's too). Set before attach.
+    uint64_t timer_origin_cpu_ns_ = 0;
     // busy_ also makes the ring's producers take turns: the thread's own handler, in wall
     // mode the census thread writing an idle record for a thread it did not signal, and the
     // Mach sampler thread (record_writer.h, write_foreign_record). Whoever

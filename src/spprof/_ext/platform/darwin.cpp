@@ -47,6 +47,10 @@ Error platform_thread_attach(ThreadCtx* ctx) {
 
 void platform_thread_detach(ThreadCtx* ctx) { mach_sampler_detach(ctx); }
 
+// The Mach sampler weights each sample by the elapsed time since the thread's previous one:
+// no timer owes a thread anything when it ends.
+TimerResidual platform_thread_finish(ThreadCtx* /*ctx*/) { return TimerResidual{}; }
+
 bool platform_sampling_armed() { return mach_sampler_attached_count() > 0; }
 
 void platform_get_stats(PlatformStats* out) {

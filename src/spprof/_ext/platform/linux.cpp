@@ -39,6 +39,28 @@
 
 namespace spprof {
 
+// A thread timer's schedule, for the expiries owed at the thread's end (platform_thread_finish):
+// expiries fall at anchor_cpu_ns, then every interval_ns of the thread's CPU clock;
+// anchor_weight_ns is ThreadCtx::timer_cpu_ns_ when the anchor was set (what was delivered
+// before it); carried_* what an earlier schedule (before a re-arm) owed. Written when armed and
+// re-armed; GIL held, like every reader.
+struct TimerSchedule {
+    uint64_t anchor_cpu_ns = 0;
+    uint64_t anchor_weight_ns = 0;
+    uint64_t interval_ns = 0;  // 0: unknown, owes nothing
+    uint64_t carried_expiries = 0;
+    uint64_t carried_ns = 0;
+
+    // Expiries due by CPU time `cpu` and not delivered by `weight` (ThreadCtx::timer_cpu_ns_).
+    uint64_t owed(uint64_t cpu, uint64_t weight) const {
+        if (interval_ns == 0) return 0;
+        const uint64_t delivered_ns = weight > anchor_weight_ns ? weight - anchor_weight_ns : 0;
+        const uint64_t delivered = (delivered_ns + interval_ns / 2) / interval_ns;
+        const uint64_t due = cpu >= anchor_cpu_ns ? (cpu - anchor_cpu_ns) / interval_ns + 1 : 0;
+        return due > delivered ? due - delivered : 0;
+    }
+};
+
 // One thread's POSIX timer, deleted with its owner. Exists only while armed: glibc hands out
 // kernel timer id 0 as a valid timer_t, so "no timer" is the absence of this object, never a
 // zero id.
@@ -51,6 +73,7 @@ struct PlatformThread {
         if (timer_delete(id) != 0) log_debug("timer_delete failed: %s", std::strerror(errno));
     }
     const timer_t id;
+    TimerSchedule schedule;
 };
 
 namespace {
@@ -85,6 +108,28 @@ Counters g_stats;
 
 inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.fetch_add(n, std::memory_order_relaxed);
+}
+
+// The first expiry of every timer is drawn uniformly in (0, interval] from a splitmix64
+// stream (seeded at each platform_timer_create). Phase zero made a thread that uses less than
+// one interval of CPU invisible and lost every thread's last partial interval; a uniform phase
+// makes the expiries a thread meets CPU / interval in expectation, whatever its CPU, and
+// breaks lock-step with periodic work. Normal context; atomic so two callers never share a draw.
+std::atomic<uint64_t> g_phase_state{0};
+
+uint64_t draw_phase(uint64_t interval) {
+    uint64_t z = g_phase_state.fetch_add(0x9E3779B97F4A7C15ull, std::memory_order_relaxed) + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return interval == 0 ? 0 : 1 + z % interval;  // the modulo's bias is below 2^-40 for intervals under 1 h
+}
+
+struct timespec to_timespec(uint64_t ns) {
+    struct timespec ts;
+    ts.tv_sec = static_cast<time_t>(ns / 1000000000ull);
+    ts.tv_nsec = static_cast<long>(ns % 1000000000ull);
+    return ts;
 }
 
 // SIGNAL-SAFE (g_signal_path.chain): forwards a signal that is not ours to whoever had it
@@ -237,7 +282,11 @@ Error start_itimer(uint64_t interval_ns) {
     struct itimerval tv;
     tv.it_interval.tv_sec = static_cast<time_t>(interval_ns / 1000000000ull);
     tv.it_interval.tv_usec = static_cast<suseconds_t>((interval_ns % 1000000000ull) / 1000);
-    tv.it_value = tv.it_interval;
+    // The first expiry at a random phase too, in whole microseconds (the itimer's unit).
+    const uint64_t interval_us = interval_ns / 1000;
+    const uint64_t first_us = interval_us > 0 ? draw_phase(interval_us) : 1;
+    tv.it_value.tv_sec = static_cast<time_t>(first_us / 1000000ull);
+    tv.it_value.tv_usec = static_cast<suseconds_t>(first_us % 1000000ull);
     if (setitimer(ITIMER_PROF, &tv, nullptr) != 0) return Error::os("setitimer(ITIMER_PROF) failed", errno);
     return Error::none();
 }
@@ -250,8 +299,11 @@ void stop_itimer() {
         log_warning("stopping ITIMER_PROF failed: %s", std::strerror(errno));
 }
 
-// Creates and arms one thread's CPU timer. Normal context.
-Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out) {
+// Creates and arms one thread's CPU timer on a schedule whose first expiry is at a random
+// phase after ctx->timer_origin_cpu_ns_; `anchor_cpu_ns`: the thread's CPU clock at that first
+// expiry. Expiries of the schedule that fell before the arming are owed at the thread's end.
+// Normal context.
+Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out, uint64_t* anchor_cpu_ns) {
     struct sigevent sev;
     std::memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
@@ -265,16 +317,23 @@ Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out) {
     timer_t id;
     if (timer_create(thread_cpu_clock(ctx->native_tid_), &sev, &id) != 0)
         return Error::os("timer_create on the thread CPU clock failed", errno);
+    // Read just before arming: the kernel counts it_value from the clock at timer_settime.
+    uint64_t cpu = 0;
+    platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu);
+    const uint64_t origin = ctx->timer_origin_cpu_ns_ <= cpu ? ctx->timer_origin_cpu_ns_ : cpu;
+    const uint64_t anchor = origin + draw_phase(interval_ns);
+    // The schedule's first expiry still ahead of the clock.
+    const uint64_t next = anchor > cpu ? anchor : anchor + ((cpu - anchor) / interval_ns + 1) * interval_ns;
     struct itimerspec its;
-    its.it_interval.tv_sec = static_cast<time_t>(interval_ns / 1000000000ull);
-    its.it_interval.tv_nsec = static_cast<long>(interval_ns % 1000000000ull);
-    its.it_value = its.it_interval;
+    its.it_interval = to_timespec(interval_ns);
+    its.it_value = to_timespec(next - cpu);
     if (timer_settime(id, 0, &its, nullptr) != 0) {
         const int e = errno;
         timer_delete(id);
         return Error::os("timer_settime failed", e);
     }
     *out = id;
+    *anchor_cpu_ns = anchor;
     return Error::none();
 }
 
@@ -304,6 +363,8 @@ Error platform_timer_create(uint64_t interval_ns, TimerKind kind) {
     if (route() != Route::kNone) return Error::runtime("sampling timer already running");
     g_path.interval_ns.store(interval_ns, std::memory_order_relaxed);
     g_kind = kind;
+    g_phase_state.store(platform_monotonic_ns() * 0x2545F4914F6CDD1Dull ^ static_cast<uint64_t>(getpid()),
+                        std::memory_order_relaxed);
     if (kind == TimerKind::kProcess) {
         set_route(Route::kItimer);
         Error e = start_itimer_fallback(interval_ns);
@@ -338,9 +399,15 @@ Error platform_thread_attach(ThreadCtx* ctx) {
     if (mode != Route::kPerThread && mode != Route::kWall) return Error::runtime("sampling is not running");
     if (ctx->platform_ != nullptr) return Error::none();
     timer_t id;
-    Error e = arm_thread_timer(ctx, g_path.interval_ns.load(std::memory_order_relaxed), &id);
+    uint64_t anchor = 0;
+    const uint64_t interval = g_path.interval_ns.load(std::memory_order_relaxed);
+    Error e = arm_thread_timer(ctx, interval, &id, &anchor);
     if (e.ok()) {
         ctx->platform_ = PlatformThreadPtr(new PlatformThread(id), &platform_thread_free);
+        TimerSchedule& sched = ctx->platform_->schedule;
+        sched.anchor_cpu_ns = anchor;
+        sched.anchor_weight_ns = ctx->timer_cpu_ns_.load(std::memory_order_relaxed);
+        sched.interval_ns = interval;
         ctx->cpu_timer_armed_.store(true, std::memory_order_release);
         bump(g_stats.timers_active);
         log_debug("thread %llu: per-thread timer armed", static_cast<unsigned long long>(ctx->native_tid_));
@@ -376,6 +443,38 @@ void platform_thread_detach(ThreadCtx* ctx) {
     ctx->cpu_timer_armed_.store(false, std::memory_order_release);
     ctx->platform_.reset();  // deletes the timer
     g_stats.timers_active.fetch_sub(1, std::memory_order_relaxed);
+}
+
+TimerResidual platform_thread_finish(ThreadCtx* ctx) {
+    TimerResidual r;
+    PlatformThread* p = ctx->platform_.get();
+    if (p == nullptr) return r;
+    // An expiry that is due but was never fired (no tick found the thread running since) is
+    // reported as 1 ns left (kernel/time/posix-cpu-timers.c, __posix_cpu_timer_get).
+    struct itimerspec left;
+    const bool overdue = timer_gettime(p->id, &left) == 0 && left.it_value.tv_sec == 0 && left.it_value.tv_nsec == 1;
+    const uint64_t weight_before = ctx->timer_cpu_ns_.load(std::memory_order_relaxed);
+    uint64_t cpu = 0;
+    const bool have_cpu = platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu);
+    const TimerSchedule schedule = p->schedule;
+    r.expiries = schedule.carried_expiries;
+    r.weight_ns = schedule.carried_ns;
+    uint64_t owed = 0;
+    if (have_cpu) {
+        // Deleted before counting: nothing can fire after the count. A signal a tick queued in
+        // between was delivered as one of these system calls returned, and is in timer_cpu_ns_.
+        platform_thread_detach(ctx);
+        const uint64_t weight_after = ctx->timer_cpu_ns_.load(std::memory_order_relaxed);
+        owed = schedule.owed(cpu, weight_after);
+        // The kernel said one is due and none fired since: at least that one (the anchor is
+        // read around timer_settime, so it can be a few microseconds off).
+        if (owed == 0 && overdue && weight_after == weight_before) owed = 1;
+    } else {
+        platform_thread_detach(ctx);
+    }
+    r.expiries += owed;
+    r.weight_ns += owed * schedule.interval_ns;
+    return r;
 }
 
 bool platform_sampling_armed() {
@@ -440,21 +539,36 @@ void platform_thread_set_interval(ThreadCtx* ctx, uint64_t interval_ns) {
     // would drop the CPU time the thread spent since its last sample.
     struct itimerspec old;
     uint64_t left = interval_ns;
+    bool overdue = false;  // 1 ns left: due, not yet fired (platform_thread_finish)
     if (timer_gettime(ctx->platform_->id, &old) == 0) {
         const uint64_t rem = static_cast<uint64_t>(old.it_value.tv_sec) * 1000000000ull +
                              static_cast<uint64_t>(old.it_value.tv_nsec);
         if (rem > 0 && rem < left) left = rem;
+        overdue = rem == 1;
     }
     struct itimerspec its;
-    its.it_interval.tv_sec = static_cast<time_t>(interval_ns / 1000000000ull);
-    its.it_interval.tv_nsec = static_cast<long>(interval_ns % 1000000000ull);
-    its.it_value.tv_sec = static_cast<time_t>(left / 1000000000ull);
-    its.it_value.tv_nsec = static_cast<long>(left % 1000000000ull);
+    its.it_interval = to_timespec(interval_ns);
+    its.it_value = to_timespec(left);
+    uint64_t cpu = 0;
+    const bool have_cpu = platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu);
+    const uint64_t weight = ctx->timer_cpu_ns_.load(std::memory_order_relaxed);
     // On failure the timer keeps its old interval: samples stay weighted by the new one, so
     // say so (drain thread, a control path).
-    if (timer_settime(ctx->platform_->id, 0, &its, nullptr) != 0)
+    if (timer_settime(ctx->platform_->id, 0, &its, nullptr) == 0) {
+        // The new schedule: the next expiry `left` from now, then every interval. What the
+        // old one owed so far is carried to the thread's end.
+        TimerSchedule& sched = ctx->platform_->schedule;
+        uint64_t owed = have_cpu ? sched.owed(cpu, weight) : 0;
+        if (overdue && owed > 0) --owed;  // that one is the new schedule's first, 1 ns away
+        sched.carried_expiries += owed;
+        sched.carried_ns += owed * sched.interval_ns;
+        sched.anchor_cpu_ns = cpu + left;
+        sched.anchor_weight_ns = weight;
+        sched.interval_ns = have_cpu ? interval_ns : 0;  // unknown clock: owe nothing rather than guess
+    } else {
         log_warning("thread %llu: re-arming its CPU timer failed (%s); it keeps its old interval",
                     static_cast<unsigned long long>(ctx->native_tid_), std::strerror(errno));
+    }
 }
 
 uint64_t platform_calibrate_signal_ns(uint32_t rounds) {

@@ -96,6 +96,21 @@ Error platform_thread_attach(ThreadCtx* ctx);
 // ctx until it leaves the capture gate (signal_handler.h): the session frees ctx only once
 // the gate was seen empty after it unpublished ctx from its ThreadTable (thread_table.h).
 void platform_thread_detach(ThreadCtx* ctx);
+// What a thread's own CPU timer still owed it when it ended (platform_thread_finish).
+struct TimerResidual {
+    uint64_t expiries = 0;   // expiries due by the thread's final CPU time, never delivered
+    uint64_t weight_ns = 0;  // the CPU time they stand for (intervals may have changed)
+};
+// GIL held, on ctx's own thread as it ends (the threading exit watch: its CPU clock can still
+// be read, its timer is still armed), or from stop() for threads still alive. Deletes the thread's CPU timer, then counts the
+// expiries that fell due and were never delivered: in the thread's last stretch of CPU that no
+// scheduler tick examined (the kernel notices CPU-timer expiries only at a tick that finds the
+// thread running, and an exiting thread's timers are deleted, never fired), and between
+// ctx->timer_origin_cpu_ns_ and the arming. Linux: each timer's first expiry is drawn
+// uniformly in (0, interval], so delivered + owed expiries are CPU / interval in expectation
+// (docs/architecture.md, "Short threads"). {} where the thread has no timer of its own (the
+// itimer fallback, a refused timer, macOS's Mach sampler) or the call was made before.
+TimerResidual platform_thread_finish(ThreadCtx* ctx);
 // After the session's threads were attached: true when sampling reaches at least one thread
 // (false: per-thread timers only, and every one was refused). GIL held.
 bool platform_sampling_armed();

@@ -65,8 +65,11 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
             continue;
         }
         uint32_t stack;
-        if ((flags & (kSampleIdle | kSampleRunnable)) && hdr->depth == 0 && last_stack_[serial] != kNoStack) {
-            stack = last_stack_[serial];  // blocked (or preempted) since its last stack: reuse it
+        if ((flags & (kSampleIdle | kSampleRunnable | kSampleThreadEnd)) && hdr->depth == 0 &&
+            last_stack_[serial] != kNoStack) {
+            // Blocked (or preempted) since its last stack, or the CPU a thread used after its
+            // last sample: reuse that stack.
+            stack = last_stack_[serial];
         } else {
             const std::vector<uint32_t>& ids = builder_.build(*hdr, frames, namer_);
             stack = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));

@@ -111,6 +111,8 @@ Error Session::stop() {
     platform_get_stats(&ps);
     timer_name_ = ps.timer;  // a fallback may have happened after start()
     if (platform_sampling_signal() != 0) sampling_signal_ = platform_sampling_signal();
+    // Before the timers go: what each one owes its thread (a thread-end sample each).
+    threads_.finish_all();
     const ThreadTable& table = threads_.table();
     for (size_t i = 0; i < table.slot_count(); ++i)
         if (ThreadCtx* ctx = table.at(i)) platform_thread_detach(ctx);
@@ -143,11 +145,11 @@ void Session::abandon_after_fork() {
     drain_thread_.abandon();
 }
 
-Error Session::register_current_thread() {
+Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code) {
     if (!running_) return Error::none();
     PyThreadState* ts = PyThreadState_Get();
     if (ts == drain_thread_.tstate()) return Error::none();
-    threads_.register_current(ts);
+    threads_.register_current(ts, entry_code, skip_code);
     return Error::none();
 }
 

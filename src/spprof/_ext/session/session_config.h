@@ -38,6 +38,10 @@ struct SessionCounters {
     uint64_t threads_alive_max = 0;
     uint64_t attach_failures = 0;
     uint64_t handler_retaken = 0;   // times the application replaced our SIGPROF handler
+    // Thread-end samples (kSampleThreadEnd): CPU-timer expiries owed to threads as they ended.
+    uint64_t thread_end_samples = 0;
+    uint64_t thread_end_expiries = 0;
+    uint64_t thread_end_ns = 0;
 };
 
 }  // namespace spprof

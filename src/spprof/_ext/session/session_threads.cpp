@@ -2,6 +2,7 @@
 #include "session_threads.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "../framewalker.h"
@@ -48,7 +49,7 @@ uint32_t SessionThreads::new_record() {
     return static_cast<uint32_t>(records_.size() - 1);
 }
 
-ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid) {
+ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook) {
     // A thread the table cannot hold (kMaxThreads alive at once, or 16M sampled threads in
     // one session) is counted once and left unsampled; the scan tries it again each pass.
     const uint32_t slot = table_.take_slot();
@@ -85,9 +86,14 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     rec.slot = slot;
     rec.registered_ns = platform_monotonic_ns();
     rec.cpu_read_at_ns = rec.registered_ns;
-    platform_thread_cpu_ns_of(tid, ident, &rec.cpu_start_ns);
-    rec.cpu_last_ns = rec.cpu_start_ns;
-    ctx->last_cpu_ns_.store(rec.cpu_start_ns, std::memory_order_relaxed);
+    uint64_t cpu_now = 0;
+    platform_thread_cpu_ns_of(tid, ident, &cpu_now);
+    // A thread the hook registers started after start(): all of its CPU is the session's,
+    // its start-up included (its timer owes the expiries of that stretch at its end).
+    rec.cpu_start_ns = from_hook ? 0 : cpu_now;
+    rec.cpu_last_ns = cpu_now;
+    ctx->last_cpu_ns_.store(cpu_now, std::memory_order_relaxed);
+    ctx->timer_origin_cpu_ns_ = rec.cpu_start_ns;
     rec.name = os_thread_name(tid);
     name_from_threading(rec);
     name_bytes_ += rec.name.capacity();
@@ -111,7 +117,7 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     return raw;
 }
 
-void SessionThreads::register_current(PyThreadState* ts) {
+void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, PyObject* skip_code) {
     const uint64_t tid = platform_current_tid();
     auto it = live_by_tstate_.find(ts);
     if (it != live_by_tstate_.end() && same_thread(records_[slot_record_[it->second]], ts, tid)) {
@@ -123,11 +129,13 @@ void SessionThreads::register_current(PyThreadState* ts) {
             name_from_threading(rec);
             name_bytes_ += rec.name.capacity();
         }
+        if (ThreadCtx* ctx = table_.at(it->second)) record_entry_stack(ctx, ts, entry_code, skip_code);
         return;
     }
     // Same tstate memory (and maybe the same pthread_t), new thread: the old one has ended.
     if (it != live_by_tstate_.end()) retire(it->second);
-    register_thread(ts, ts->thread_id, tid);  // a thread the table cannot hold is counted there
+    // A thread the table cannot hold is counted there.
+    if (ThreadCtx* ctx = register_thread(ts, ts->thread_id, tid, true)) record_entry_stack(ctx, ts, entry_code, skip_code);
 }
 
 void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
@@ -135,7 +143,42 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
     if (it == live_by_tstate_.end()) return;
     const uint32_t id = slot_record_[it->second];
     if (id == kNoRecord || !same_thread(records_[id], ts, tid)) return;
+    if (ThreadCtx* ctx = table_.at(it->second)) {
+        const TimerResidual owed = platform_thread_finish(ctx);
+        if (owed.expiries > 0) write_thread_end(ctx, owed.expiries, owed.weight_ns);
+    }
     refresh_cpu(id);
+}
+
+void SessionThreads::finish_all() {
+    // A thread alive at stop() owes what a thread that ends owes: the expiries of its last
+    // stretch no tick examined (a main thread that runs in short bursts between waits can owe
+    // several), and those that fired after captures were disabled.
+    for (uint32_t slot = 0; slot < table_.slot_count(); ++slot) {
+        ThreadCtx* ctx = table_.at(slot);
+        if (ctx == nullptr || slot >= slot_record_.size() || slot_record_[slot] == kNoRecord) continue;
+        const TimerResidual owed = platform_thread_finish(ctx);
+        if (owed.expiries > 0) write_thread_end(ctx, owed.expiries, owed.weight_ns);
+    }
+}
+
+void SessionThreads::write_thread_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns) {
+    // Depth 0: the drain gives it the thread's last stack (its last sample's, else the entry
+    // stack the hook recorded). The timer is deleted, so no handler competes for the ring.
+    RawSampleHeader hdr{};
+    hdr.timestamp_ns = platform_monotonic_ns();
+    hdr.weight_ns = weight_ns;
+    hdr.native_tid = ctx->native_tid_;
+    hdr.thread_serial = ctx->serial_;
+    hdr.flags = kSampleThreadEnd | kSampleOnCpu;
+    hdr.depth = 0;
+    if (!write_foreign_record(ctx, hdr, nullptr)) {
+        capture_count_sampled(false);  // a full ring: counted as dropped, like a capture
+        return;
+    }
+    ++counters_.thread_end_samples;
+    counters_.thread_end_expiries += expiries;
+    counters_.thread_end_ns += hdr.weight_ns;
 }
 
 static bool same_list(const std::vector<SessionThreads::FoundState>& a,
@@ -352,6 +395,32 @@ void SessionThreads::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {
     hdr.thread_serial = ctx->serial_;
     hdr.flags = kSampleStackOnly | (w.truncated ? kSampleTruncated : 0u);
     hdr.depth = static_cast<uint16_t>(w.depth);
+    write_foreign_record(ctx, hdr, frames);
+}
+
+void SessionThreads::record_entry_stack(ThreadCtx* ctx, PyThreadState* ts, PyObject* entry_code,
+                                        PyObject* skip_code) {
+    // GIL held, on the thread itself, called from the hook: its chain is whole. Leaf first:
+    // the target's code (at its first instruction: this stack says where the thread started,
+    // not a line it ran), then the frames below the hook's own.
+    RawFrame frames[kMaxPythonFrames];
+    uint32_t n = 0;
+    CodeFacts facts;
+    if (entry_code != nullptr && PyCode_Check(entry_code) &&
+        read_code_facts(DirectReader{}, reinterpret_cast<uintptr_t>(entry_code), &facts))
+        frames[n++] = RawFrame{facts.code, static_cast<uint32_t>(facts.first_traceable), facts.fingerprint};
+    const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(ts), frames + n,
+                                           kMaxPythonFrames - n);
+    uint32_t skip = 0;
+    while (skip < w.depth && skip_code != nullptr && frames[n + skip].code == reinterpret_cast<uintptr_t>(skip_code))
+        ++skip;
+    std::memmove(frames + n, frames + n + skip, (w.depth - skip) * sizeof(RawFrame));
+    RawSampleHeader hdr{};
+    hdr.timestamp_ns = platform_monotonic_ns();
+    hdr.native_tid = ctx->native_tid_;
+    hdr.thread_serial = ctx->serial_;
+    hdr.flags = kSampleStackOnly | (w.truncated ? kSampleTruncated : 0u);
+    hdr.depth = static_cast<uint16_t>(n + w.depth - skip);
     write_foreign_record(ctx, hdr, frames);
 }
 

@@ -4,8 +4,10 @@
 // signal path reads), a ring (from a pool of drained rings when one is free) and a
 // ThreadRecord (what the profile says about it). Threads are found three ways: a scan of the
 // interpreter's thread states at start() and on every drain pass (threads made from C),
-// and the threading hook, on the new thread itself (register_current). A hooked thread's
-// last CPU reading is taken as it ends (thread_exiting). When a thread ends
+// and the threading hook, on the new thread itself (register_current), which also records the
+// thread's entry stack. A hooked thread's last CPU reading is taken as it ends
+// (thread_exiting), where the expiries its CPU timer owed it become one thread-end sample on
+// its last stack. When a thread ends
 // (its state is gone, or reused by another thread), it is retired: timer detached, ring
 // emptied through the RingSink (the drain) and pooled, ctx quarantined in the table until no
 // capture can hold it. A thread that ended without a sample leaves no record.
@@ -82,10 +84,18 @@ public:
     void scan(PyThreadState* exclude, bool count_found);
     // GIL held, on the thread that owns `ts` (the threading hook). Idempotent; retires the
     // previous thread of a reused state; names the thread from threading when it is known.
-    void register_current(PyThreadState* ts);
-    // GIL held, on the thread that owns `ts`, as it ends (its state being cleared): its CPU
-    // clock's last reading. The next scan retires it.
+    // Records the thread's entry stack (entry_code, may be null: the target's code, put under
+    // the frames the walk finds; frames of skip_code at the leaf, the hook's own, left out):
+    // the stack of a thread-end sample when no sample came before it.
+    void register_current(PyThreadState* ts, PyObject* entry_code = nullptr, PyObject* skip_code = nullptr);
+    // GIL held, on the thread that owns `ts`, as it ends (its state being cleared): deletes
+    // its CPU timer, writes the expiries it owed as a thread-end sample (depth 0: the drain
+    // gives it the thread's last stack) and takes its CPU clock's last reading. The next scan
+    // retires it.
     void thread_exiting(PyThreadState* ts, uint64_t tid);
+    // stop(), GIL held, captures disabled, threads still attached: every live thread's timer
+    // deleted, what it owed (platform_thread_finish) written as a thread-end sample.
+    void finish_all();
     // GIL held. CPU times of the live threads from their clocks.
     void refresh_cpu_all();
     // GIL held. Names of the live threads from threading._active (a rename is kept).
@@ -107,11 +117,14 @@ public:
     size_t memory_bytes() const;
 
 private:
-    ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid);
+    // from_hook: the threading hook, on a thread born in the session: its CPU counts from 0.
+    ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook = false);
     uint32_t new_record();
     void retire(uint32_t slot);
     void refresh_cpu(uint32_t record);
     void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
+    void record_entry_stack(ThreadCtx* ctx, PyThreadState* ts, PyObject* entry_code, PyObject* skip_code);
+    void write_thread_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns);
     void name_from_threading(ThreadRecord& rec);
 
     const SessionConfig& config_;

@@ -1,0 +1,77 @@
+"""Short threads: every thread's CPU is in the profile, however short the thread.
+
+Each case runs tests/scripts/short_threads.py in its own interpreter: sequential threads that
+each use less than a sampling interval or two of CPU (300 x ~7 ms hashing with the GIL
+released; 1 s of main-thread spin, then 1,000 x 2 ms spin). The workload measures the truth
+with thread and process CPU clocks. Before the random timer phase and the thread-end samples,
+a thread shorter than one interval was never sampled and every thread lost its last partial
+interval: the threads' function got a few percent of the profile (truth 58-92 %).
+
+The per-thread timers run at 2 ms here: at 10 ms a 2 ms thread is sampled with probability
+0.2, and 1,000 of them leave the threads' share with a standard deviation of ~4 points, too
+close to the 5-point tolerance for a test (benchmarks/ measures 10 ms). 2 ms is below this
+kernel's tick (4 ms at CONFIG_HZ=250), so the owed-expiry count is exercised well past one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import SCRIPTS, run_python, skip_when_emulated
+
+pytestmark = skip_when_emulated("CPU-time accuracy under emulation says nothing")
+
+CASES = [
+    pytest.param("cpu", "auto", "2", id="cpu"),
+    pytest.param("wall", "auto", "2", id="wall"),
+    pytest.param(
+        "cpu",
+        "itimer",
+        "10",
+        id="itimer",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="ITIMER_PROF's SIGPROF merges and lands on unregistered threads: "
+            "15-27 % of the CPU is missing (not fixed on this branch)",
+        ),
+    ),
+]
+
+
+def _run(tmp_path, workload: str, mode: str, timer: str, interval: str) -> dict:
+    out = tmp_path / "result.json"
+    r = run_python(
+        str(SCRIPTS / "short_threads.py"), workload, mode, timer, interval, str(out), timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("workload", ["hash300", "spin1000"])
+@pytest.mark.parametrize("mode,timer,interval", CASES)
+def test_short_threads_get_their_true_share_and_the_profile_all_the_cpu(
+    tmp_path, workload, mode, timer, interval
+):
+    d = _run(tmp_path, workload, mode, timer, interval)
+    truth, prof = d["truth"], d["profile"]
+    true_share = truth["thread_work"] / truth["process_cpu"]
+    share = prof["thread_work"] / prof["cpu"]
+    assert abs(share - true_share) < 0.05, (share, true_share, d)
+    # Every CPU second of the process over the session is in the samples' weights (spprof's
+    # own drain thread is the only thread not sampled).
+    assert abs(prof["cpu"] / truth["process_cpu"] - 1) < 0.05, d
+
+
+def test_expiries_owed_at_thread_ends_are_flagged_counted_and_agree_with_the_thread_table(tmp_path):
+    d = _run(tmp_path, "spin1000", "cpu", "auto", "2")
+    prof, stats = d["profile"], d["stats"]
+    # 1,000 threads of ~2.3 ms at 2 ms: most owe an expiry (the 4 ms tick rarely finds them)
+    assert prof["thread_end_samples"] > 500, d
+    assert stats["thread_end_samples"] == prof["thread_end_samples"], d
+    assert stats["thread_end_ns"] == pytest.approx(prof["thread_end_weight"] * 1e9, rel=1e-9), d
+    assert stats["thread_end_expiries"] * 2_000_000 == stats["thread_end_ns"], d
+    # the thread table's CPU (clocks) and the samples' weights (timers) tell one story
+    assert abs(prof["cpu"] / prof["thread_table_cpu"] - 1) < 0.03, d
+    assert stats["threads_unsampled"] == 0, d
