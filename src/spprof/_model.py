@@ -79,6 +79,8 @@ class ThreadInfo:
     ended: bool  # ended before the profile was stopped
     gil_fraction: Optional[float] = None  # share of sampled time holding the GIL (None: unknown)
     idle_fraction: float = 0.0  # share of sampled time blocked (wall mode)
+    native_only: bool = False  # found without a Python thread state (OpenMP, OpenBLAS, C)
+    signal_blocked: bool = False  # blocks the sampling signal: not sampled, CPU time reported
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class ThreadRecord:
     cpu_ns: int  # CPU time used while the session watched it
     registered_ns: int
     ended_ns: int  # 0: still running at stop
+    native_only: bool = False  # found without a Python thread state; identified by native_id
+    signal_blocked: bool = False  # blocks the sampling signal: left alone, CPU time reported
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ThreadRecord:
@@ -108,6 +112,8 @@ class ThreadRecord:
             cpu_ns=int(d["cpu_ns"]),
             registered_ns=int(d["registered_ns"]),
             ended_ns=int(d["ended_ns"]),
+            native_only=bool(d.get("native_only", False)),
+            signal_blocked=bool(d.get("signal_blocked", False)),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -255,11 +261,15 @@ class ProfileData:
                     "cpu_ns": t.cpu_ns,
                     "c": list(c),
                     "ended": t.ended_ns != 0,
+                    "native_only": t.native_only,
+                    "signal_blocked": t.signal_blocked,
                 }
             else:  # one OS thread whose Python thread state was recreated (C callbacks)
                 m["cpu_ns"] = max(m["cpu_ns"], t.cpu_ns)
                 m["c"] = [x + y for x, y in zip(m["c"], c)]
                 m["ended"] = t.ended_ns != 0
+                m["native_only"] = m["native_only"] or t.native_only
+                m["signal_blocked"] = m["signal_blocked"] or t.signal_blocked
         return [
             ThreadInfo(
                 thread_id=k[0],
@@ -271,6 +281,8 @@ class ProfileData:
                 ended=v["ended"],
                 gil_fraction=v["c"][2] / v["c"][3] if v["c"][3] else None,
                 idle_fraction=v["c"][4] / v["c"][1] if v["c"][1] else 0.0,
+                native_only=v["native_only"],
+                signal_blocked=v["signal_blocked"],
             )
             for k, v in merged.items()
         ]

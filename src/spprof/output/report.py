@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -158,6 +159,7 @@ def summary(
         lines.append(
             f"  ({unsampled:,} threads ended without a sample, {_seconds(cpu)} CPU: not listed)"
         )
+    lines.extend(_thread_coverage_lines(run))
     refused = profile.stats.get("threads_refused", 0)
     if refused:
         lines.append(
@@ -184,6 +186,44 @@ def summary(
         lines.append("")
     _written(lines, output, fmt)
     return "\n".join(lines)
+
+
+def cpu_balance_line(stats: Mapping[str, Any]) -> Optional[str]:
+    """One line: the process's CPU time beside the profile's and where the rest went
+    (docs/usage.md, "The CPU balance"); None when the profile has no balance (older files)."""
+    from .._stats import CpuBalance
+
+    b = CpuBalance.from_stats(stats)
+    if b is None:
+        return None
+    parts = [f"profile {_seconds(b.profile_ns)}"]
+    for key, label in CpuBalance.PARTS:
+        value = getattr(b, key)
+        if value:
+            parts.append(f"{label} {_seconds(value)}")
+    sign = "-" if b.unaccounted_ns < 0 else ""
+    parts.append(f"not accounted {sign}{_seconds(abs(b.unaccounted_ns))}")
+    return f"  CPU balance: process {_seconds(b.process_ns)} = " + " + ".join(parts)
+
+
+def _thread_coverage_lines(profile: ProfileData) -> list[str]:
+    """Threads that block the sampling signal, by name; the platform's limit, if any."""
+    lines: list[str] = []
+    blocked = [t for t in profile.threads if t.signal_blocked]
+    if blocked:
+        names = ", ".join(
+            f'"{t.name}" (tid {t.native_thread_id}, {_seconds(t.cpu_ns)} CPU)' for t in blocked[:5]
+        )
+        more = f" and {len(blocked) - 5} more" if len(blocked) > 5 else ""
+        lines.append(f"  note: not sampled, they block the sampling signal: {names}{more}")
+    if profile.stats.get("os_threads_scan") == "unsupported":
+        lines.append(
+            "  note: threads without a Python state are not sampled on this platform (Linux only)"
+        )
+    balance = cpu_balance_line(profile.stats)
+    if balance is not None:
+        lines.append(balance)
+    return lines
 
 
 def _written(lines: list[str], output: str, fmt: str) -> None:

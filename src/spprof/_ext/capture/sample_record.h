@@ -28,6 +28,10 @@ static_assert(sizeof(RawFrame) == 16, "RawFrame is packed into the ring");
 // frames are not read (its objects belong to another interpreter, maybe under another GIL);
 // RawFrame.fingerprint holds the interpreter's id. No object can live at address 1.
 constexpr uint64_t kSubinterpreterFrameCode = 1;
+// RawFrame.code of the one frame of a sample of a thread with no Python frame, taken on a
+// thread found without a Python state (an OpenMP or OpenBLAS worker): the drain names it after
+// the thread, <thread "OS name">, a native frame. Its fingerprint is unused (0).
+constexpr uint64_t kThreadNameFrameCode = 3;
 
 enum SampleFlags : uint32_t {
     kSampleTruncated = 1u << 0,  // root side lost: more Python frames than kMaxPythonFrames,
