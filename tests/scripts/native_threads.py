@@ -126,6 +126,43 @@ def main() -> None:
         else:
             eintr = lib.eintr_run(rounds, ctypes.byref(cpu))
         out.update(eintr=eintr, waiter_cpu_ns=int(cpu.value * 1e9))
+    elif case == "python_blocked":
+        # A threading.Thread that blocks every signal, then spins in Python: left alone,
+        # named, its CPU time reported (and not called idle in wall mode).
+        import signal
+        import threading
+
+        truth: list[float] = []
+
+        def body() -> None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals))
+            t0 = time.thread_time()
+            spin_python(seconds)
+            truth.append(time.thread_time() - t0)
+
+        spprof.start(**start_kw)
+        th = threading.Thread(target=body, name="masked")
+        th.start()
+        th.join()
+        profile = spprof.stop()
+        tid = th.native_id or 0
+        out.update(tid=tid, truth_ns=int(truth[0] * 1e9), thread=thread_report(profile, tid))
+        out["stats"] = {k: v for k, v in profile.stats.items() if k.startswith("cpu_")}
+    elif case == "numpy":
+        # OpenBLAS's pool (OPENBLAS_NUM_THREADS set by the test): threads with no Python state.
+        import numpy as np
+
+        a = np.random.default_rng(1).random((600, 600))
+        a @ a  # the pool starts on first use
+        spprof.start(**start_kw)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            a @ a
+        profile = spprof.stop()
+        out["stats"] = {k: v for k, v in profile.stats.items() if k.startswith(("cpu_", "threads_"))}
+        out["threads"] = [
+            [t.name, t.native_only, t.samples, t.cpu_ns] for t in profile.threads
+        ]
     elif case == "balance":
         # C threads that start spinning at once (found up to 250 ms late), a Python thread,
         # the main thread: the balance must add up.

@@ -143,9 +143,12 @@ def summary(
         name = t.name if len(t.name) <= 22 else t.name[:19] + "..."
         cpu_pct = 100.0 * t.cpu_ns / duration
         gil = "-" if t.gil_fraction is None else f"{100.0 * t.gil_fraction:.1f}%"
+        idle = f"{100.0 * t.idle_fraction:>5.1f}%"
+        if t.signal_blocked:  # not sampled: its CPU time is real, no share of it is known
+            gil = idle = "-"
         lines.append(
             f"  {name:<22} {t.native_thread_id:>7} {t.samples:>7} "
-            f"{_seconds(t.cpu_ns):>8} {cpu_pct:>5.1f}% {gil:>6} {100.0 * t.idle_fraction:>5.1f}%"
+            f"{_seconds(t.cpu_ns):>8} {cpu_pct:>5.1f}% {gil:>6} {idle:>6}"
         )
     rest = ranked_threads[THREAD_ROWS:]
     if rest:

@@ -30,6 +30,14 @@ bool SessionThreads::scan_os_threads() {
         return false;
     }
     std::sort(os_found_.begin(), os_found_.end(), [](const OsThread& a, const OsThread& b) { return a.tid < b.tid; });
+    ++os_passes_;
+    for (auto e = ended_tids_.begin(); e != ended_tids_.end();) {
+        if (os_passes_ - e->second > 2) {
+            e = ended_tids_.erase(e);
+        } else {
+            ++e;
+        }
+    }
     const auto listed = [this](uint64_t tid) {
         auto it = std::lower_bound(os_found_.begin(), os_found_.end(), tid,
                                    [](const OsThread& t, uint64_t v) { return t.tid < v; });
@@ -49,7 +57,7 @@ bool SessionThreads::scan_os_threads() {
     std::sort(python_tids.begin(), python_tids.end());
     for (const OsThread& t : os_found_) {
         if (live_by_tid_.count(t.tid) != 0 || std::binary_search(python_tids.begin(), python_tids.end(), t.tid) ||
-            own_thread(t.tid))
+            ended_tids_.count(t.tid) != 0 || own_thread(t.tid))
             continue;
         const uint64_t ticks = platform_thread_start_ticks(t.tid);
         if (ticks == 0) continue;  // ended meanwhile

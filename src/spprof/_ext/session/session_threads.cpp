@@ -307,6 +307,7 @@ void SessionThreads::retire(uint32_t slot) {
         live_by_tid_.erase(rec.native_tid);
     } else {
         live_by_tstate_.erase(rec.tstate);
+        if (os_scan_supported_) ended_tids_[rec.native_tid] = os_passes_;
         auto p = python_by_tid_.find(rec.native_tid);
         if (p != python_by_tid_.end() && p->second == slot) python_by_tid_.erase(p);
     }
@@ -397,7 +398,7 @@ size_t SessionThreads::memory_bytes() const {
            (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
            ring_pool_.capacity() * sizeof(ring_pool_[0]) +
            (live_by_tstate_.size() + live_by_tid_.size() + python_by_tid_.size() + refused_.size()) * 4 * sizeof(void*) +  // a node and a bucket each
-           os_found_.capacity() * sizeof(OsThread);
+           os_found_.capacity() * sizeof(OsThread) + ended_tids_.size() * 4 * sizeof(void*);
 }
 
 void SessionThreads::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {

@@ -154,6 +154,11 @@ private:
     std::unordered_map<uint64_t, uint32_t> live_by_tid_;  // native-only threads: tid -> slot
     std::unordered_map<uint64_t, uint32_t> python_by_tid_;  // threads with a state: tid -> slot
     std::vector<OsThread> os_found_;     // OS scan scratch, reused
+    // Threads with a state that ended (their exit watch ran, or the scan retired them) -> the
+    // OS scan's pass then: the OS thread outlives its state by a moment, and must not come back
+    // as a new native-only thread. Forgotten two passes later.
+    std::unordered_map<uint64_t, uint64_t> ended_tids_;
+    uint64_t os_passes_ = 0;
     bool os_scan_supported_ = true;
     bool window_open_ = false;
     std::unordered_map<PyThreadState*, uint64_t> refused_;  // tstate -> tid: not held, counted once
