@@ -35,7 +35,16 @@ def lib(tmp_path_factory) -> str:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("ntlib") / "libnative_threads.so"
     subprocess.run(
-        [cc, "-shared", "-fPIC", "-pthread", "-O1", "-o", str(out), str(SCRIPTS / "native_threads_lib.c")],
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-pthread",
+            "-O1",
+            "-o",
+            str(out),
+            str(SCRIPTS / "native_threads_lib.c"),
+        ],
         check=True,
     )
     return str(out)
@@ -147,7 +156,9 @@ def test_cpu_balance_adds_up(lib):
 def test_cpu_balance_line_in_summary_and_report(tmp_path):
     out = tmp_path / "p.spprof"
     target = tmp_path / "t.py"
-    target.write_text("import time\nt = time.thread_time()\nwhile time.thread_time() - t < 0.4: pass\n")
+    target.write_text(
+        "import time\nt = time.thread_time()\nwhile time.thread_time() - t < 0.4: pass\n"
+    )
     r = run_python("-m", "spprof", "-o", str(out), str(target))
     assert r.returncode == 0, r.stderr
     recorded = [ln.strip() for ln in r.stderr.splitlines() if "CPU balance:" in ln]
@@ -160,7 +171,9 @@ def test_cpu_balance_line_in_summary_and_report(tmp_path):
 
 
 def test_openblas_threads_are_accounted(lib):
-    np = pytest.importorskip("numpy", reason="no numpy wheel for this interpreter (Makefile DEV_DEPS)")
+    np = pytest.importorskip(
+        "numpy", reason="no numpy wheel for this interpreter (Makefile DEV_DEPS)"
+    )
     del np
     out = run_case(lib, "numpy", env={"OPENBLAS_NUM_THREADS": "2"}, seconds=1.5)
     s = out["stats"]

@@ -50,8 +50,8 @@ def thread_report(profile: spprof.Profile, tid: int) -> dict:
         "entries": len(threads),
         "names": [t.name for t in threads],
         "cpu_ns": [t.cpu_ns for t in threads],
-        "native_only": [t.native_only for t in threads],
-        "signal_blocked": [t.signal_blocked for t in threads],
+        "native_only": [getattr(t, "native_only", None) for t in threads],
+        "signal_blocked": [getattr(t, "signal_blocked", None) for t in threads],
         "ended": [t.ended for t in threads],
         "samples": len(samples),
         "on_cpu_ns": sum(s.weight_ns for s in samples if s.on_cpu),
@@ -105,7 +105,9 @@ def main() -> None:
 
         callback = ctypes.CFUNCTYPE(None)(call)
         spprof.start(**start_kw)
-        tid = lib.worker_start(1, b"churner", seconds, 0, ctypes.cast(callback, ctypes.c_void_p), rounds)
+        tid = lib.worker_start(
+            1, b"churner", seconds, 0, ctypes.cast(callback, ctypes.c_void_p), rounds
+        )
         if not hold[0]:
             time.sleep(0.6)
         lib.worker_go(1)
@@ -113,7 +115,9 @@ def main() -> None:
         time.sleep(0.1)
         profile = spprof.stop()
         out.update(tid=tid, truth_ns=int(c_truth * 1e9), thread=thread_report(profile, tid))
-        out["stats"] = {k: profile.stats.get(k) for k in ("threads_rejoined", "threads_native_only")}
+        out["stats"] = {
+            k: profile.stats.get(k) for k in ("threads_rejoined", "threads_native_only")
+        }
     elif case == "eintr":
         rounds = int(opts.get("rounds", 1500))
         cpu = ctypes.c_double(0)
@@ -159,10 +163,10 @@ def main() -> None:
         while time.monotonic() - t0 < seconds:
             a @ a
         profile = spprof.stop()
-        out["stats"] = {k: v for k, v in profile.stats.items() if k.startswith(("cpu_", "threads_"))}
-        out["threads"] = [
-            [t.name, t.native_only, t.samples, t.cpu_ns] for t in profile.threads
-        ]
+        out["stats"] = {
+            k: v for k, v in profile.stats.items() if k.startswith(("cpu_", "threads_"))
+        }
+        out["threads"] = [[t.name, t.native_only, t.samples, t.cpu_ns] for t in profile.threads]
     elif case == "balance":
         # C threads that start spinning at once (found up to 250 ms late), a Python thread,
         # the main thread: the balance must add up.
