@@ -31,7 +31,10 @@ from .output.spprof_format import (
 PathLike = Union[str, "os.PathLike[str]"]
 
 _SECTION = struct.Struct("<4sQ")
-_THREAD_KEYS = tuple(f.name for f in dataclasses.fields(ThreadRecord))
+# Keys every thread entry has (newer optional ones, with defaults, may be absent in old files).
+_THREAD_KEYS = tuple(
+    f.name for f in dataclasses.fields(ThreadRecord) if f.default is dataclasses.MISSING
+)
 
 
 class ProfileFormatError(ValueError):

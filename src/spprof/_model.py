@@ -86,6 +86,8 @@ class ThreadInfo:
     # Of `samples`, how many a filter (wall mode without --idle, --gil) left out of the profile:
     # the thread's figures are the run's, its samples in the profile are samples - left_out.
     left_out: int = 0
+    native_only: bool = False  # found without a Python thread state (OpenMP, OpenBLAS, C)
+    signal_blocked: bool = False  # blocks the sampling signal: not sampled, CPU time reported
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class ThreadRecord:
     cpu_ns: int  # CPU time used while the session watched it
     registered_ns: int
     ended_ns: int  # 0: still running at stop
+    native_only: bool = False  # found without a Python thread state; identified by native_id
+    signal_blocked: bool = False  # blocks the sampling signal: left alone, CPU time reported
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ThreadRecord:
@@ -115,6 +119,8 @@ class ThreadRecord:
             cpu_ns=int(d["cpu_ns"]),
             registered_ns=int(d["registered_ns"]),
             ended_ns=int(d["ended_ns"]),
+            native_only=bool(d.get("native_only", False)),
+            signal_blocked=bool(d.get("signal_blocked", False)),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -292,11 +298,15 @@ class ProfileData:
                     "cpu_ns": t.cpu_ns,
                     "c": list(c),
                     "ended": t.ended_ns != 0,
+                    "native_only": t.native_only,
+                    "signal_blocked": t.signal_blocked,
                 }
             else:  # one OS thread whose Python thread state was recreated (C callbacks)
                 m["cpu_ns"] = max(m["cpu_ns"], t.cpu_ns)
                 m["c"] = [x + y for x, y in zip(m["c"], c)]
                 m["ended"] = t.ended_ns != 0
+                m["native_only"] = m["native_only"] or t.native_only
+                m["signal_blocked"] = m["signal_blocked"] or t.signal_blocked
         return [
             ThreadInfo(
                 thread_id=k[0],
@@ -309,6 +319,8 @@ class ProfileData:
                 gil_fraction=v["c"][2] / v["c"][3] if v["c"][3] else None,
                 idle_fraction=v["c"][4] / v["c"][1] if v["c"][1] else 0.0,
                 left_out=v["c"][5],
+                native_only=v["native_only"],
+                signal_blocked=v["signal_blocked"],
             )
             for k, v in merged.items()
         ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,20 @@ class SessionStats(Mapping[str, Any]):
     wall_walks: Optional[int] = None
     wall_walks_lost: Optional[int] = None
     samples_in_gc: Optional[int] = None  # None where <GC> frames are not made (macOS)
+    # Every OS thread and the CPU balance (docs/usage.md, "The CPU balance").
+    os_threads_scan: Optional[str] = None
+    threads_native_only: Optional[int] = None
+    threads_signal_blocked: Optional[int] = None
+    threads_rejoined: Optional[int] = None
+    samples_native_threads: Optional[int] = None
+    cpu_process_ns: Optional[int] = None
+    cpu_profile_ns: Optional[int] = None
+    cpu_spprof_threads_ns: Optional[int] = None
+    cpu_signal_blocked_ns: Optional[int] = None
+    cpu_before_found_ns: Optional[int] = None
+    cpu_unsampled_threads_ns: Optional[int] = None
+    cpu_ended_between_scans_ns: Optional[int] = None
+    cpu_unaccounted_ns: Optional[int] = None
     # Counters this version of the Python side has no field for (a newer extension's).
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -117,6 +131,11 @@ class SessionStats(Mapping[str, Any]):
         out.update(self.extra)
         return out
 
+    @property
+    def cpu_balance(self) -> Optional[CpuBalance]:
+        """The process's CPU time beside the profile's, and where the rest went."""
+        return CpuBalance.from_stats(self)
+
     def __getitem__(self, key: str) -> Any:
         if key in _FIELD_NAMES:
             value = getattr(self, key)
@@ -131,6 +150,55 @@ class SessionStats(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.as_dict())
+
+
+@dataclass(frozen=True)
+class CpuBalance:
+    """The process's CPU time from start() to stop() (to now while running), the CPU time in
+    the profile, and the difference broken down; `unaccounted_ns` is what remains (sampling
+    error, each thread's last partial interval) and may be negative."""
+
+    process_ns: int
+    profile_ns: int
+    spprof_threads_ns: int  # spprof's own threads, and stop()'s work on its caller
+    signal_blocked_ns: int  # threads that block the sampling signal (not sampled)
+    before_found_ns: int  # threads' CPU before the scan found them (C threads, up to 250 ms)
+    unsampled_threads_ns: int  # threads that ended without a single sample
+    ended_between_scans_ns: int  # threads that started and ended between two scans
+    unaccounted_ns: int
+
+    PARTS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("spprof_threads_ns", "spprof's threads"),
+        ("signal_blocked_ns", "threads blocking the signal"),
+        ("before_found_ns", "before threads were found"),
+        ("unsampled_threads_ns", "threads ended unsampled"),
+        ("ended_between_scans_ns", "threads ended between scans"),
+    )
+
+    @classmethod
+    def from_stats(cls, stats: Mapping[str, Any]) -> Optional[CpuBalance]:
+        """From stats() (or a saved profile's stats); None when the session had no balance."""
+        if stats.get("cpu_process_ns") is None:
+            return None
+
+        def get(key: str) -> int:
+            return int(stats.get(key) or 0)
+
+        return cls(
+            process_ns=get("cpu_process_ns"),
+            profile_ns=get("cpu_profile_ns"),
+            spprof_threads_ns=get("cpu_spprof_threads_ns"),
+            signal_blocked_ns=get("cpu_signal_blocked_ns"),
+            before_found_ns=get("cpu_before_found_ns"),
+            unsampled_threads_ns=get("cpu_unsampled_threads_ns"),
+            ended_between_scans_ns=get("cpu_ended_between_scans_ns"),
+            unaccounted_ns=get("cpu_unaccounted_ns"),
+        )
+
+    @property
+    def accounted_ns(self) -> int:
+        """The profile plus every named part: the process's CPU time less what remains."""
+        return self.process_ns - self.unaccounted_ns
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(SessionStats)) - {"extra"}

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "platform/platform.h"
 #include "session/exit_dump.h"
+#include "own_threads.h"
 
 namespace spprof {
 namespace {
@@ -42,6 +43,7 @@ void say(const char* text) {
 
 // Runner thread: takes the GIL (possibly never), calls the callback, ends the process.
 void* run_callback(void* arg) {
+    own_thread_enter();  // never left: the process ends on this thread
     platform_block_signals_in_this_thread();
     auto* h = static_cast<Handoff*>(arg);
     PyGILState_Ensure();  // never released: the process ends below
@@ -107,6 +109,7 @@ void ExitSignalWatcher::stop() {
 }
 
 void* ExitSignalWatcher::thread_main(void* self) {
+    OwnThreadScope own;  // never sampled; its CPU time is spprof's in the balance
     platform_block_signals_in_this_thread();
     auto* w = static_cast<ExitSignalWatcher*>(self);
     for (;;) {

@@ -143,6 +143,24 @@ PyObject* build_stats(const Session* s) {
                  put(d, "signal_cost_ns", PyLong_FromUnsignedLongLong(s->budget().signal_cost_ns));
         }
     }
+    if (ok && s != nullptr) {
+        // Every OS thread and the CPU balance (session/cpu_balance.h, docs/usage.md).
+        const SessionCounters& c = s->counters();
+        const CpuBalance b = s->cpu_balance();
+        ok = put(d, "os_threads_scan", PyUnicode_FromString(s->os_threads_scanned() ? "proc" : "unsupported")) &&
+             put(d, "threads_native_only", PyLong_FromUnsignedLongLong(c.threads_native_only)) &&
+             put(d, "threads_signal_blocked", PyLong_FromUnsignedLongLong(c.threads_signal_blocked)) &&
+             put(d, "threads_rejoined", PyLong_FromUnsignedLongLong(c.threads_rejoined)) &&
+             put(d, "samples_native_threads", PyLong_FromUnsignedLongLong(cs.native_thread)) &&
+             put(d, "cpu_process_ns", PyLong_FromUnsignedLongLong(b.process_ns)) &&
+             put(d, "cpu_profile_ns", PyLong_FromUnsignedLongLong(b.profile_ns)) &&
+             put(d, "cpu_spprof_threads_ns", PyLong_FromUnsignedLongLong(b.own_threads_ns)) &&
+             put(d, "cpu_signal_blocked_ns", PyLong_FromUnsignedLongLong(b.blocked_threads_ns)) &&
+             put(d, "cpu_before_found_ns", PyLong_FromUnsignedLongLong(b.before_found_ns)) &&
+             put(d, "cpu_unsampled_threads_ns", PyLong_FromUnsignedLongLong(b.unsampled_ended_ns)) &&
+             put(d, "cpu_ended_between_scans_ns", PyLong_FromUnsignedLongLong(b.ended_unseen_ns)) &&
+             put(d, "cpu_unaccounted_ns", PyLong_FromLongLong(b.unaccounted_ns));
+    }
     if (ok && s != nullptr && s->unwind_tables() != nullptr) {
         ok = put(d, "native_unwinds", PyLong_FromUnsignedLongLong(cs.native_unwinds)) &&
              put(d, "native_fp_steps", PyLong_FromUnsignedLongLong(cs.native_fp_steps)) &&
@@ -237,12 +255,13 @@ PyObject* export_profile(const Session* s, PyObject* stats) {
         const ThreadRecord& r = recs[i];
         if (r.free) continue;
         const uint64_t cpu = r.cpu_last_ns >= r.cpu_start_ns ? r.cpu_last_ns - r.cpu_start_ns : 0;
-        PyObject* t = Py_BuildValue("{s:n,s:k,s:K,s:s#,s:K,s:K,s:K}", "serial", static_cast<Py_ssize_t>(index[i]),
+        PyObject* t = Py_BuildValue("{s:n,s:k,s:K,s:s#,s:K,s:K,s:K,s:N,s:N}", "serial", static_cast<Py_ssize_t>(index[i]),
                                     "ident", r.ident, "native_id", static_cast<unsigned long long>(r.native_tid),
                                     "name", r.name.data(), static_cast<Py_ssize_t>(r.name.size()), "cpu_ns",
                                     static_cast<unsigned long long>(cpu), "registered_ns",
                                     static_cast<unsigned long long>(r.registered_ns), "ended_ns",
-                                    static_cast<unsigned long long>(r.ended_ns));
+                                    static_cast<unsigned long long>(r.ended_ns), "native_only",
+                                    PyBool_FromLong(r.native_only), "signal_blocked", PyBool_FromLong(r.signal_blocked));
         ok = t != nullptr && PyList_Append(threads, t) == 0;
         Py_XDECREF(t);
     }

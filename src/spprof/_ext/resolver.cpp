@@ -145,6 +145,11 @@ uint32_t Resolver::resolve(const RawFrame& raw) {
     return id;
 }
 
+uint32_t Resolver::thread_frame(const std::string& thread_name) {
+    const uint32_t name = strings_.intern("<thread \"" + thread_name + "\">");
+    return intern_frame(FrameKey{name, strings_.intern(""), name, 0, true}, 0);
+}
+
 uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter) {
     auto it = natives_.find(pc);
     if (it != natives_.end()) {

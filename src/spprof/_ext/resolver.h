@@ -64,6 +64,9 @@ public:
     // interned per (function, library). *interpreter: the frame is in the interpreter itself
     // (the python executable or libpython), which the drain folds away by default.
     uint32_t resolve_native(uint64_t pc, bool* interpreter);
+    // GIL held. The frame <thread "name">, marked native: the one frame of a sample taken on a
+    // thread without a Python frame (a kThreadNameFrameCode RawFrame, sample_record.h).
+    uint32_t thread_frame(const std::string& thread_name);
     // GIL held. Drops every reference taken; resolve() must not be called afterwards.
     void release();
 

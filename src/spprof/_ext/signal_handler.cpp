@@ -37,7 +37,7 @@ std::atomic<const int*> g_gc_collecting{nullptr};
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
         walk_errors{0}, walk_faults{0}, native_faults{0}, unguarded{0}, truncated{0}, idle{0},
-        native_unwinds{0}, native_fp_steps{0}, capture_ns{0}, subinterpreter{0}, gc{0};
+        native_unwinds{0}, native_fp_steps{0}, capture_ns{0}, subinterpreter{0}, gc{0}, native_thread{0};
     std::atomic<uint64_t> native_stops[10];
 };
 Counters g_counters;
@@ -45,6 +45,22 @@ Counters g_counters;
 static_assert(static_cast<int>(UnwindStop::kUnsupported) == 9, "native_stops has one slot per reason");
 
 inline void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
+
+// A thread found without a Python state whose stack bounds are not known yet (it was running
+// whenever the scan looked): the unwinder reads this far above the interrupted stack pointer.
+// A read past the real top faults into the guard, which keeps the sample without its native
+// frames (native_faults).
+constexpr uintptr_t kProvisionalStackBytes = 256u << 10;
+
+// SIGNAL-SAFE, NO-HEAP. Whether the calling thread is ctx's thread: its thread state for a
+// Python thread, or its kernel tid when it has no state (found without one, or a C thread
+// between PyGILState_Release and its next Ensure): a stale signal of a deleted timer may
+// reach a thread whose old slot now holds another thread.
+inline bool on_ctx_thread(const ThreadCtx* ctx) {
+    if (ctx->native_only()) return platform_current_tid() == ctx->native_tid_;
+    const auto* self = reinterpret_cast<struct _ts*>(PyGILState_GetThisThreadState());
+    return self == ctx->tstate_ || (self == nullptr && platform_current_tid() == ctx->native_tid_);
+}
 
 // What the guarded part of a capture leaves behind, in memory the fault jump does not lose.
 struct CaptureWork {
@@ -77,14 +93,21 @@ __attribute__((noinline)) SPPROF_NO_SANITIZE_ADDRESS void armed_walk(ThreadCtx* 
         current->thread_id == ctx->ident_ && current->interp != PyInterpreterState_Main())
         work->subinterpreter = PyInterpreterState_GetID(current->interp);
 #endif
-    work->walk = walk_python_stack(DirectReader{}, tstate, frames, kMaxPythonFrames, &ctx->code_cache_,
-                                   VolatileProgress{&work->py_end});
+    // A thread found without a Python state has none right now (tstate 0): native frames only.
+    if (tstate != 0)
+        work->walk = walk_python_stack(DirectReader{}, tstate, frames, kMaxPythonFrames, &ctx->code_cache_,
+                                       VolatileProgress{&work->py_end});
     work->python_done = true;
     if (unwind != nullptr && ucontext != nullptr) {
         RegisterContext regs;
         if (register_context_from_ucontext(ucontext, &regs)) {
             UnwindStatus st;
-            work->native_depth = unwind_native(unwind->current(), regs, ctx->stack_lo_, ctx->stack_hi_,
+            uintptr_t lo = ctx->stack_lo_, hi = ctx->stack_hi_;
+            if (hi == 0 && ctx->native_only()) {
+                lo = static_cast<uintptr_t>(regs.sp);
+                hi = lo + kProvisionalStackBytes;
+            }
+            work->native_depth = unwind_native(unwind->current(), regs, lo, hi,
                                                reinterpret_cast<uint64_t*>(frames + work->walk.depth),
                                                kMaxNativeFrames, &st);
             work->native = st;
@@ -150,7 +173,19 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
     // naming the subinterpreter.
     int64_t subinterpreter = -1;
     PyThreadState* sub = nullptr;
-    if (self != nullptr && reinterpret_cast<struct _ts*>(self) != ctx->tstate_ &&
+    // Found without a Python state, or a Python thread whose state is gone while the thread
+    // runs on (C code between PyGILState_Release and the next Ensure; the drain's next scan
+    // makes it native-only): identified by its tid.
+    const bool native_only = ctx->native_only() || self == nullptr;
+    if (native_only) {
+        // It may hold a state now (PyGILState_Ensure from C): its frames are walked then (a
+        // subinterpreter's are not read, as below), else the sample is native only.
+        if (platform_current_tid() != ctx->native_tid_) {
+            bump(g_counters.no_thread);
+            return false;
+        }
+        if (self != nullptr && self->interp != PyInterpreterState_Main()) self = nullptr;
+    } else if (self != nullptr && reinterpret_cast<struct _ts*>(self) != ctx->tstate_ &&
         self->interp != PyInterpreterState_Main()) {
         // 3.12+: the TSS entry follows a swap. It may be a state the interpreter's creator made
         // (run_string swaps to the interpreter's first thread state, whatever thread runs it),
@@ -161,7 +196,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         subinterpreter = PyInterpreterState_GetID(sub->interp);
         self = reinterpret_cast<PyThreadState*>(ctx->tstate_);
     }
-    if (self == nullptr || reinterpret_cast<struct _ts*>(self) != ctx->tstate_) {
+    if (!native_only && (self == nullptr || reinterpret_cast<struct _ts*>(self) != ctx->tstate_)) {
         bump(g_counters.no_thread);
         return false;
     }
@@ -219,6 +254,15 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         record.abandon();
         ctx->busy_.store(false, std::memory_order_release);
         return false;
+    }
+    if (native_only && w.depth == 0) {
+        // No Python frame: one root frame names the thread (<thread "OMP worker 3">), above
+        // its native frames if any. It goes where a Python frame would (the drain puts Python
+        // frames the native walk did not place at the root end); the pcs move along.
+        std::memmove(frames + 1, frames, native_depth * sizeof(uint64_t));
+        frames[0] = RawFrame{kThreadNameFrameCode, 0, 0};
+        w.depth = 1;
+        bump(g_counters.native_thread);
     }
     if (subinterpreter < 0) subinterpreter = work.subinterpreter;
     if (subinterpreter >= 0) {
@@ -312,8 +356,7 @@ bool capture_by_serial(uint32_t serial, uint64_t weight_ns, const void* ucontext
     if (table == nullptr) return false;
     ThreadCtx* ctx = table->by_serial(serial);
     // The thread's CPU timer expired: count its CPU time whether or not a record follows.
-    if (ctx != nullptr && ctx->magic_ == kThreadCtxMagic &&
-        reinterpret_cast<struct _ts*>(PyGILState_GetThisThreadState()) == ctx->tstate_)
+    if (ctx != nullptr && ctx->magic_ == kThreadCtxMagic && on_ctx_thread(ctx))
         ctx->timer_cpu_ns_.fetch_add(weight_ns, std::memory_order_relaxed);
     return capture_into(ctx, weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));
 }
@@ -363,6 +406,7 @@ CaptureStats capture_stats() {
     s.unguarded = g_counters.unguarded.load(std::memory_order_relaxed);
     s.subinterpreter = g_counters.subinterpreter.load(std::memory_order_relaxed);
     s.gc = g_counters.gc.load(std::memory_order_relaxed);
+    s.native_thread = g_counters.native_thread.load(std::memory_order_relaxed);
     s.truncated = g_counters.truncated.load(std::memory_order_relaxed);
     s.idle = g_counters.idle.load(std::memory_order_relaxed);
     s.capture_ns = g_counters.capture_ns.load(std::memory_order_relaxed);
@@ -383,6 +427,7 @@ void capture_reset_stats() {
     g_counters.unguarded.store(0);
     g_counters.subinterpreter.store(0);
     g_counters.gc.store(0);
+    g_counters.native_thread.store(0);
     g_counters.truncated.store(0);
     g_counters.idle.store(0);
     g_counters.capture_ns.store(0);

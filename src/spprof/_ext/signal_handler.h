@@ -81,6 +81,7 @@ struct CaptureStats {
     uint64_t truncated = 0;     // deeper than kMaxPythonFrames
     uint64_t subinterpreter = 0; // captures of a thread running a subinterpreter (leaf frame <subinterpreter N>)
     uint64_t gc = 0;             // captures of a thread running the cyclic GC (frame <GC>)
+    uint64_t native_thread = 0;  // captures of a thread found without a Python state, with no Python frame
     uint64_t capture_ns = 0;           // time spent inside captures (handler cost, not delivery)
     uint64_t native_unwinds = 0;       // captures that unwound native frames
     uint64_t native_fp_steps = 0;      // native frames found by the frame-pointer fallback

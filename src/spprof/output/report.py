@@ -169,9 +169,12 @@ def summary(
         name = t.name if len(t.name) <= 22 else t.name[:19] + "..."
         cpu_pct = 100.0 * t.cpu_ns / duration
         gil = "-" if t.gil_fraction is None else f"{100.0 * t.gil_fraction:.1f}%"
+        idle = f"{100.0 * t.idle_fraction:>5.1f}%"
+        if t.signal_blocked:  # not sampled: its CPU time is real, no share of it is known
+            gil = idle = "-"
         lines.append(
             f"  {name:<22} {t.native_thread_id:>7} {t.samples:>7} "
-            f"{_seconds(t.cpu_ns):>8} {cpu_pct:>5.1f}% {gil:>6} {100.0 * t.idle_fraction:>5.1f}%"
+            f"{_seconds(t.cpu_ns):>8} {cpu_pct:>5.1f}% {gil:>6} {idle:>6}"
         )
     rest = ranked_threads[THREAD_ROWS:]
     if rest:
@@ -192,6 +195,7 @@ def summary(
             f"{_seconds(profile.stats.get('thread_end_ns', 0))} CPU: used after a thread's last "
             "sample, on its last stack)"
         )
+    lines.extend(_thread_coverage_lines(run))
     refused = profile.stats.get("threads_refused", 0)
     if refused:
         lines.append(
@@ -228,6 +232,42 @@ def _left_out_note(profile: ProfileData, kept: int, left_out: int) -> str:
     return f"  {kept} in the profile, {left_out} left out (samples of {what}" + (
         f"; {how} keeps them)" if how else ")"
     )
+def cpu_balance_line(stats: Mapping[str, Any]) -> Optional[str]:
+    """One line: the process's CPU time beside the profile's and where the rest went
+    (docs/usage.md, "The CPU balance"); None when the profile has no balance (older files)."""
+    from .._stats import CpuBalance
+
+    b = CpuBalance.from_stats(stats)
+    if b is None:
+        return None
+    parts = [f"profile {_seconds(b.profile_ns)}"]
+    for key, label in CpuBalance.PARTS:
+        value = getattr(b, key)
+        if value:
+            parts.append(f"{label} {_seconds(value)}")
+    sign = "-" if b.unaccounted_ns < 0 else ""
+    parts.append(f"not accounted {sign}{_seconds(abs(b.unaccounted_ns))}")
+    return f"  CPU balance: process {_seconds(b.process_ns)} = " + " + ".join(parts)
+
+
+def _thread_coverage_lines(profile: ProfileData) -> list[str]:
+    """Threads that block the sampling signal, by name; the platform's limit, if any."""
+    lines: list[str] = []
+    blocked = [t for t in profile.threads if t.signal_blocked]
+    if blocked:
+        names = ", ".join(
+            f'"{t.name}" (tid {t.native_thread_id}, {_seconds(t.cpu_ns)} CPU)' for t in blocked[:5]
+        )
+        more = f" and {len(blocked) - 5} more" if len(blocked) > 5 else ""
+        lines.append(f"  note: not sampled, they block the sampling signal: {names}{more}")
+    if profile.stats.get("os_threads_scan") == "unsupported":
+        lines.append(
+            "  note: threads without a Python state are not sampled on this platform (Linux only)"
+        )
+    balance = cpu_balance_line(profile.stats)
+    if balance is not None:
+        lines.append(balance)
+    return lines
 
 
 def _written(lines: list[str], output: str, fmt: str) -> None:

@@ -31,6 +31,10 @@ constexpr uint64_t kSubinterpreterFrameCode = 1;
 // RawFrame.code of the frame <GC>: the thread was running the cyclic garbage collector inside
 // the frame after it (the leaf Python frame); fingerprint and instr are 0.
 constexpr uint64_t kGcFrameCode = 2;
+// RawFrame.code of the one frame of a sample of a thread with no Python frame, taken on a
+// thread found without a Python state (an OpenMP or OpenBLAS worker): the drain names it after
+// the thread, <thread "OS name">, a native frame. Its fingerprint is unused (0).
+constexpr uint64_t kThreadNameFrameCode = 3;
 
 enum SampleFlags : uint32_t {
     kSampleTruncated = 1u << 0,  // root side lost: more Python frames than kMaxPythonFrames,

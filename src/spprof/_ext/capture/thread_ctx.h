@@ -38,11 +38,17 @@ struct ThreadCtx {
     ThreadCtx(const ThreadCtx&) = delete;
     ThreadCtx& operator=(const ThreadCtx&) = delete;
 
+    // A thread found by the scan of the process's OS threads without a Python thread state
+    // (an OpenMP or OpenBLAS worker, a C library's thread): tstate_ is null, its kernel tid is
+    // its identity, and a capture walks whatever state it has at that moment, if any.
+    bool native_only() const { return tstate_ == nullptr; }
+
     const uint64_t magic_ = kThreadCtxMagic;
     std::atomic<ThreadState> state_{ThreadState::kAttached};
     const uint32_t serial_;          // slot in the session's thread table (reused once freed)
     const uint64_t generation_;      // unique per session: tells a reused slot's threads apart
-    struct _ts* const tstate_;       // the thread's PyThreadState; compared, never trusted alone
+    struct _ts* const tstate_;       // the thread's PyThreadState; compared, never trusted alone;
+                                     // null for a thread found without one (native_only)
     const uint64_t native_tid_;      // kernel thread id
     const unsigned long ident_;      // threading.get_ident()
     // Written only while state_ is kAttached; once the thread is detached and drained the
@@ -80,6 +86,10 @@ struct ThreadCtx {
     // clock at registration, or 0 for a thread the threading hook registered (it was born in
     // the session, so its start-up CPU is the session's too). Set before attach.
     uint64_t timer_origin_cpu_ns_ = 0;
+    // The thread blocks the sampling signal (its signal mask, seen by the scan): no timer, and
+    // the wall census leaves it alone (a signal it never takes is no sample, and its CPU time
+    // is not idle time). Set by the session, GIL held.
+    std::atomic<bool> signal_blocked_{false};
     // busy_ also makes the ring's producers take turns: the thread's own handler, in wall
     // mode the census thread writing an idle record for a thread it did not signal, and the
     // Mach sampler thread (record_writer.h, write_foreign_record). Whoever

@@ -7,6 +7,7 @@
 // framewalker.h includes Python.h, which must come before any system header.
 #include "../framewalker.h"
 #include "../log.h"
+#include "../own_threads.h"
 
 #include "darwin_mach.h"
 #include "platform.h"
@@ -469,6 +470,7 @@ void MachSampler::stop() {
 }
 
 void* MachSampler::thread_main(void* self) {
+    OwnThreadScope own;  // never sampled; its CPU time is spprof's in the balance
     static_cast<MachSampler*>(self)->run();
     return nullptr;
 }

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "../error.h"
 
@@ -245,5 +246,25 @@ bool platform_thread_stack_bounds(unsigned long ident, uintptr_t* lo, uintptr_t*
 bool platform_function_extent(const void* addr, uint64_t* lo, uint64_t* hi);
 // Thread name as the OS knows it (Linux: /proc comm). Normal context. Returns bytes written.
 size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len);
+
+// ---- the process's OS threads (normal context, NOT signal-safe: files, allocation) -------------
+// Threads with no Python state (OpenMP, OpenBLAS, rayon, a C library's own) are sampled too
+// where the platform can aim a CPU timer at any thread (Linux). The session finds them here.
+struct OsThread {
+    uint64_t tid = 0;
+};
+// Every OS thread of this process now. False where the platform cannot list them (macOS: the
+// Mach sampler attaches threads with a Python state only). Linux: /proc/self/task.
+bool platform_os_threads(std::vector<OsThread>* out);
+// When thread `tid` started, in an opaque unit that only grows (Linux: /proc stat field 22,
+// clock ticks since boot): a tid the kernel reused for a new thread gets a new value. 0 when
+// the thread is gone or it cannot be told.
+uint64_t platform_thread_start_ticks(uint64_t tid);
+// 1 when thread `tid` blocks signal `signo` (its signal mask), 0 when not, -1 when unknown.
+int platform_thread_blocks_signal(uint64_t tid, int signo);
+// Stack range [lo, hi) of live thread `tid`, known by its tid only (no pthread_t): the
+// mapping that holds its stack pointer while it waits in the kernel. False while it runs (its
+// stack pointer is not known then) and where not supported.
+bool platform_thread_stack_bounds_by_tid(uint64_t tid, uintptr_t* lo, uintptr_t* hi);
 
 }  // namespace spprof

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "../log.h"
+#include "../own_threads.h"
 #include "../platform/platform.h"
 #include "../signal_handler.h"
 
@@ -45,6 +46,7 @@ void DrainThread::stop() {
 
 void* DrainThread::main(void* arg) {
     auto* self = static_cast<DrainThread*>(arg);
+    OwnThreadScope own;  // never sampled; its CPU time is spprof's in the balance
     PyGILState_STATE gil = PyGILState_Ensure();
     self->tstate_ = PyThreadState_Get();
     PyThreadState* saved = PyEval_SaveThread();

@@ -71,6 +71,7 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
             // last sample: reuse that stack.
             stack = last_stack_[serial];
         } else {
+            namer_.set_thread_name(&threads_.record(id).name);
             const std::vector<uint32_t>& ids = builder_.build(*hdr, frames, namer_);
             stack = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));
             last_stack_[serial] = stack;
@@ -80,6 +81,10 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
                                         (id & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
             ThreadRecord& owner = threads_.record(id);
             ++owner.samples;
+            if (flags & kSampleOnCpu) {
+                owner.sampled_ns += hdr->weight_ns;
+                counters_.profile_cpu_ns += hdr->weight_ns;
+            }
             if (!config_.wall_mode && !owner.cpu_timer && hdr->timestamp_ns > owner.cpu_read_at_ns)
                 owner.weight_since_cpu_read += hdr->weight_ns;
         }

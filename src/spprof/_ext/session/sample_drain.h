@@ -49,11 +49,17 @@ private:
     class ResolverNamer final : public FrameNamer {
     public:
         explicit ResolverNamer(Resolver& resolver) : resolver_(resolver) {}
-        uint32_t python_frame(const RawFrame& raw) override { return resolver_.resolve(raw); }
+        uint32_t python_frame(const RawFrame& raw) override {
+            if (raw.code == kThreadNameFrameCode) return resolver_.thread_frame(thread_name_ ? *thread_name_ : std::string());
+            return resolver_.resolve(raw);
+        }
+        // The thread whose record is being built (its name for a kThreadNameFrameCode frame).
+        void set_thread_name(const std::string* name) { thread_name_ = name; }
         uint32_t native_frame(uint64_t pc, bool* interpreter) override { return resolver_.resolve_native(pc, interpreter); }
 
     private:
         Resolver& resolver_;
+        const std::string* thread_name_ = nullptr;
     };
 
     const SessionConfig& config_;

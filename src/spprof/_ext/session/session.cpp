@@ -88,6 +88,11 @@ Error Session::start() {
         }
     }
     drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this);
+    // The CPU balance's window opens here; threads found from now on bring the CPU they used
+    // before (SessionCounters::cpu_before_found_ns).
+    std::vector<OsThread> scratch;
+    cpu_begin_ = read_cpu_now(&scratch);
+    threads_.begin_window();
     log_debug("session started: interval %llu ns, timer %s, %zu threads",
               static_cast<unsigned long long>(config_.interval_ns), ps.timer, threads_.table().live());
     return Error::none();
@@ -102,11 +107,26 @@ Error Session::stop() {
         must_leak_ = true;
         log_warning("a sample capture did not finish within 1 s of stop(); leaking the session");
     }
+    // Stopping is spprof's own work on the caller's thread, no longer sampled: the balance
+    // counts it with spprof's threads.
+    const uint64_t caller_tid = platform_current_tid();
+    uint64_t caller_cpu0 = 0;
+    platform_thread_cpu_ns_of(caller_tid, 0, &caller_cpu0);
     if (wall_) wall_->stop();  // no more sample requests or idle records from here on
     drain_thread_.stop();
     // Threads that ended since the last drain are retired now, so they are reported as
     // ended (with their names) rather than as running at stop.
     scan_threads();
+    threads_.refresh_cpu_all();
+    {
+        // The balance's window closes once every thread that ended is retired (its final CPU
+        // known) and spprof's threads are joined.
+        std::vector<OsThread> scratch;
+        cpu_end_ = read_cpu_now(&scratch);
+        uint64_t caller_cpu1 = 0;
+        if (platform_thread_cpu_ns_of(caller_tid, 0, &caller_cpu1) && caller_cpu1 > caller_cpu0)
+            stop_own_ns_ = caller_cpu1 - caller_cpu0;
+    }
     PlatformStats ps;
     platform_get_stats(&ps);
     timer_name_ = ps.timer;  // a fallback may have happened after start()
@@ -165,6 +185,7 @@ void Session::scan_threads() {
     // Threads a pass of the running drain finds were made from C (threading's hook registers
     // its own): counted as found by the scan. start()'s and stop()'s scans are not.
     threads_.scan(drain_thread_.tstate(), running_ && drain_thread_.started());
+    os_threads_scanned_ = threads_.scan_os_threads();  // threads without a Python state (Linux)
 }
 
 void Session::drain_all() {
@@ -191,6 +212,12 @@ void Session::periodic() {
     if (config_.progress) show_progress();
     drain_ns_ += platform_monotonic_ns() - t0;
     if (config_.max_overhead_pct > 0) apply_budget();
+}
+
+CpuBalance Session::cpu_balance() const {
+    if (!running_) return spprof::cpu_balance(cpu_begin_, cpu_end_, counters_, threads_.blocked_cpu_ns(), stop_own_ns_);
+    std::vector<OsThread> scratch;
+    return spprof::cpu_balance(cpu_begin_, read_cpu_now(&scratch), counters_, threads_.blocked_cpu_ns(), 0);
 }
 
 void Session::apply_budget() {

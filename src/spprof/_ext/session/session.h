@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "code_keepalive.h"
+#include "cpu_balance.h"
 #include "drain_thread.h"
 #include "../error.h"
 #include "overhead_budget.h"
@@ -95,6 +96,10 @@ public:
     const BudgetState& budget() const { return budget_.state(); }
     uint64_t drain_ns() const { return drain_ns_; }
     uint32_t eval_range_count() const { return drain_.builder().eval_ranges().count; }
+    // GIL held. The CPU balance (cpu_balance.h): from start() to stop(), or to now while running.
+    CpuBalance cpu_balance() const;
+    // Threads without a Python state are found and sampled (Linux); false: Python threads only.
+    bool os_threads_scanned() const { return os_threads_scanned_; }
 
 private:
     void scan_threads();
@@ -121,6 +126,9 @@ private:
     uint64_t drain_ns_ = 0;  // time the drain spent holding the GIL
     bool running_ = false;
     bool must_leak_ = false;
+    bool os_threads_scanned_ = false;
+    CpuReading cpu_begin_, cpu_end_;  // the balance's window: end of start(), stop()
+    uint64_t stop_own_ns_ = 0;        // stop()'s work on its caller before the end reading
     const char* timer_name_ = "none";
     int sampling_signal_ = 0;
 };

@@ -42,6 +42,14 @@ struct SessionCounters {
     uint64_t thread_end_samples = 0;
     uint64_t thread_end_expiries = 0;
     uint64_t thread_end_ns = 0;
+    // Threads found by the scan of the process's OS threads (session_threads.h, scan_os_threads).
+    uint64_t threads_native_only = 0;     // sampled without a Python state (OpenMP, OpenBLAS, C)
+    uint64_t threads_signal_blocked = 0;  // left alone: they block the sampling signal
+    uint64_t threads_rejoined = 0;        // Python threads whose state went while the OS thread lived on
+    // The CPU balance's inputs (cpu_balance.h).
+    uint64_t cpu_before_found_ns = 0;     // CPU threads used before the session found them
+    uint64_t ended_final_cpu_ns = 0;      // final CPU clock of every thread that ended, whole life
+    uint64_t profile_cpu_ns = 0;          // on-CPU weight of the samples drained
 };
 
 }  // namespace spprof

@@ -49,7 +49,8 @@ uint32_t SessionThreads::new_record() {
     return static_cast<uint32_t>(records_.size() - 1);
 }
 
-ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook) {
+ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook,
+                                           bool arm) {
     // A thread the table cannot hold (kMaxThreads alive at once, or 16M sampled threads in
     // one session) is counted once and left unsampled; the scan tries it again each pass.
     const uint32_t slot = table_.take_slot();
@@ -75,7 +76,15 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     }
     auto ctx = std::make_unique<ThreadCtx>(slot, next_generation_++, reinterpret_cast<struct _ts*>(ts), tid,
                                            ident, std::move(ring));
-    if (config_.native) platform_thread_stack_bounds(ident, &ctx->stack_lo_, &ctx->stack_hi_);
+    if (config_.native) {
+        // A thread without a Python state has no pthread_t we could use: its bounds come from
+        // its stack pointer while it waits (else provisional ones, signal_handler.cpp).
+        if (ts != nullptr) {
+            platform_thread_stack_bounds(ident, &ctx->stack_lo_, &ctx->stack_hi_);
+        } else {
+            platform_thread_stack_bounds_by_tid(tid, &ctx->stack_lo_, &ctx->stack_hi_);
+        }
+    }
     if (slot_record_.size() <= slot) slot_record_.resize(slot + 1, kNoRecord);
     if (sink_ != nullptr) sink_->slot_taken(slot);
     slot_record_[slot] = id;
@@ -83,6 +92,7 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     rec.ident = ident;
     rec.native_tid = tid;
     rec.tstate = ts;
+    rec.native_only = ts == nullptr;
     rec.slot = slot;
     rec.registered_ns = platform_monotonic_ns();
     rec.cpu_read_at_ns = rec.registered_ns;
@@ -92,20 +102,29 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     // its start-up included (its timer owes the expiries of that stretch at its end).
     rec.cpu_start_ns = from_hook ? 0 : cpu_now;
     rec.cpu_last_ns = cpu_now;
+    rec.cpu_at_check_ns = cpu_now;
+    // A thread found after start() may have run before (a C thread the scan found 250 ms late);
+    // a hooked thread's start-up is the session's (cpu_start_ns 0).
+    if (window_open_) counters_.cpu_before_found_ns += rec.cpu_start_ns;
     ctx->last_cpu_ns_.store(cpu_now, std::memory_order_relaxed);
     ctx->timer_origin_cpu_ns_ = rec.cpu_start_ns;
     rec.name = os_thread_name(tid);
     name_from_threading(rec);
     name_bytes_ += rec.name.capacity();
     ThreadCtx* raw = table_.add(std::move(ctx));
-    live_by_tstate_[ts] = slot;
-    refused_.erase(ts);
+    if (ts != nullptr) {
+        live_by_tstate_[ts] = slot;
+        python_by_tid_[tid] = slot;
+        refused_.erase(ts);
+    } else {
+        live_by_tid_[tid] = slot;
+    }
     ++counters_.threads_registered;
     if (table_.live() > counters_.threads_alive_max) counters_.threads_alive_max = table_.live();
-    Error e = platform_thread_attach(raw);
+    Error e = arm ? platform_thread_attach(raw) : Error::none();
     if (!e.ok()) ++counters_.attach_failures;
     rec.cpu_timer = raw->cpu_timer_armed_.load(std::memory_order_acquire);
-    if (config_.wall_mode) {
+    if (config_.wall_mode && ts != nullptr) {
         if (ts == PyThreadState_Get()) {
             raw->needs_first_sample_.store(true, std::memory_order_release);  // it is running
         } else {
@@ -119,6 +138,17 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
 
 void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, PyObject* skip_code) {
     const uint64_t tid = platform_current_tid();
+    auto native = live_by_tid_.find(tid);
+    if (native != live_by_tid_.end()) {
+        // The OS scan found it first (before its state was bound): it stays that thread, by
+        // tid, and its captures walk its state; threading knows its name now.
+        ThreadRecord& rec = records_[slot_record_[native->second]];
+        rec.ident = ts->thread_id;
+        name_bytes_ -= rec.name.capacity();
+        name_from_threading(rec);
+        name_bytes_ += rec.name.capacity();
+        return;
+    }
     auto it = live_by_tstate_.find(ts);
     if (it != live_by_tstate_.end() && same_thread(records_[slot_record_[it->second]], ts, tid)) {
         // The scan can find a new thread before threading has put it in _active; the hook
@@ -139,6 +169,12 @@ void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, P
 }
 
 void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
+    auto native = live_by_tid_.find(tid);
+    if (native != live_by_tid_.end()) {
+        const uint32_t id = slot_record_[native->second];
+        if (id != kNoRecord) refresh_cpu(id);
+        return;
+    }
     auto it = live_by_tstate_.find(ts);
     if (it == live_by_tstate_.end()) return;
     const uint32_t id = slot_record_[it->second];
@@ -147,6 +183,7 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
         const TimerResidual owed = platform_thread_finish(ctx);
         if (owed.expiries > 0) write_thread_end(ctx, owed.expiries, owed.weight_ns);
     }
+    records_[id].exiting = true;  // its state goes because it ends: retired, not continued
     refresh_cpu(id);
 }
 
@@ -222,14 +259,30 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
             const ThreadRecord& rec = records_[slot_record_[it->second]];
             if (rec.ident == f.ident && rec.native_tid == f.tid) continue;  // known
         }
+        // Sampled by its tid already (found without a state): its captures walk this state.
+        if (live_by_tid_.count(f.tid) != 0) continue;
+        // A new state on a thread we sample through another (a C thread's PyGILState_Ensure
+        // after a Release): the same OS thread, which goes on by its tid from now on.
+        auto same_tid = python_by_tid_.find(f.tid);
+        if (same_tid != python_by_tid_.end() && (it == live_by_tstate_.end() || it->second != same_tid->second) &&
+            continue_as_native(same_tid->second)) {
+            ++acted;
+            previous_.swap(found_);
+            read_thread_list(exclude);
+            if (!same_list(previous_, found_)) i = 0;
+            continue;
+        }
         if (refused_now_.count(f.ts) != 0) continue;  // the table is full: next scan
         ++acted;
         // Same tstate memory, new thread: the old one has ended.
         if (it != live_by_tstate_.end()) retire(it->second);
-        if (register_thread(f.ts, f.ident, f.tid) == nullptr) {
+        if (ThreadCtx* found = register_thread(f.ts, f.ident, f.tid)) {
+            if (count_found) ++counters_.threads_discovered_by_scan;
+            // A thread made from C (PyGILState_Ensure) may drop its state and go on: its
+            // start time tells it from a later thread with the same tid (continue_as_native).
+            records_[slot_record_[found->serial_]].start_ticks = platform_thread_start_ticks(f.tid);
+        } else {
             refused_now_.insert(f.ts);
-        } else if (count_found) {
-            ++counters_.threads_discovered_by_scan;
         }
         // Those calls may have let the GIL go: read the list again, and if it changed, start
         // over from its head (known threads are skipped cheaply).
@@ -243,7 +296,8 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
     std::vector<uint32_t> gone;
     for (const auto& kv : live_by_tstate_)
         if (!std::binary_search(seen_.begin(), seen_.end(), kv.first)) gone.push_back(kv.second);
-    for (uint32_t slot : gone) retire(slot);
+    for (uint32_t slot : gone)
+        if (!continue_as_native(slot)) retire(slot);
     if (!refused_.empty()) {  // forget refused threads that ended: a new one counts again
         for (auto r = refused_.begin(); r != refused_.end();) {
             if (!std::binary_search(seen_.begin(), seen_.end(), r->first)) {
@@ -293,7 +347,15 @@ void SessionThreads::retire(uint32_t slot) {
     rec.weight_since_cpu_read = 0;
     refresh_cpu(id);
     rec.ended_ns = platform_monotonic_ns();
-    live_by_tstate_.erase(rec.tstate);
+    counters_.ended_final_cpu_ns += rec.cpu_last_ns;
+    if (rec.native_only) {
+        live_by_tid_.erase(rec.native_tid);
+    } else {
+        live_by_tstate_.erase(rec.tstate);
+        if (os_scan_supported_) ended_tids_[rec.native_tid] = os_passes_;
+        auto p = python_by_tid_.find(rec.native_tid);
+        if (p != python_by_tid_.end() && p->second == slot) python_by_tid_.erase(p);
+    }
     table_.retire(ctx);  // freed once no capture can hold it (ThreadTable::collect)
     // Right away if the gate is empty now (one atomic load): a thread-per-request server
     // retires thousands of threads between two drain passes.
@@ -302,7 +364,7 @@ void SessionThreads::retire(uint32_t slot) {
     ++counters_.threads_ended;
     log_debug("thread ended: slot %u record %u ident %lu tid %llu, %llu samples", slot, id, rec.ident,
               static_cast<unsigned long long>(rec.native_tid), static_cast<unsigned long long>(rec.samples));
-    if (rec.samples == 0) {
+    if (rec.samples == 0 && !rec.signal_blocked) {
         // Nothing in the profile names it: a thread-per-request server leaves no trace per
         // request, only these two counters.
         ++counters_.threads_unsampled;
@@ -380,7 +442,8 @@ size_t SessionThreads::memory_bytes() const {
     return table_.memory_bytes() + rings + records_.capacity() * sizeof(ThreadRecord) + name_bytes_ +
            (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
            ring_pool_.capacity() * sizeof(ring_pool_[0]) +
-           (live_by_tstate_.size() + refused_.size()) * 4 * sizeof(void*);  // a node and a bucket each
+           (live_by_tstate_.size() + live_by_tid_.size() + python_by_tid_.size() + refused_.size()) * 4 * sizeof(void*) +  // a node and a bucket each
+           os_found_.capacity() * sizeof(OsThread) + ended_tids_.size() * 4 * sizeof(void*);
 }
 
 void SessionThreads::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {

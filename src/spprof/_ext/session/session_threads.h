@@ -52,6 +52,14 @@ struct ThreadRecord {
     uint64_t samples = 0;          // samples stored for it
     bool alive = true;
     bool free = false;             // ended without samples: id free for the next thread
+    // Threads found by the scan of the process's OS threads (os_thread_scan.cpp).
+    bool native_only = false;      // found without a Python state: its tid is its identity
+    bool signal_blocked = false;   // blocks the sampling signal: left alone, its CPU reported
+    bool exiting = false;          // its exit watch ran: its state is gone because it ends
+    uint64_t start_ticks = 0;      // when its OS thread started (0: not read); tells a reused tid apart
+    uint64_t sampled_ns = 0;       // on-CPU weight of its samples
+    uint64_t cpu_at_check_ns = 0;  // CPU clock and captures at the last signal-mask check
+    uint64_t captures_at_check = 0;
 };
 
 // Where a thread's samples go (the drain). GIL held, called by SessionThreads.
@@ -104,6 +112,17 @@ public:
     void collect_retired();
     // stop(), after the last drain: threads still alive are "running at stop", not ended.
     void mark_running_at_stop();
+    // GIL held, after scan(): every OS thread of the process that is neither sampled through a
+    // Python state nor spprof's own gets a native-only ctx (os_thread_scan.cpp); native-only
+    // threads that ended are retired; a thread that blocks the sampling signal is left alone.
+    // Returns false where the platform cannot list its threads (macOS).
+    bool scan_os_threads();
+    // From now on, registrations count the CPU a thread used before it was found
+    // (SessionCounters::cpu_before_found_ns): end of start().
+    void begin_window() { window_open_ = true; }
+    // CPU time of the threads that block the sampling signal, less what their samples hold
+    // (a thread may block it late in its life). GIL held.
+    uint64_t blocked_cpu_ns() const;
 
     ThreadTable& table() { return table_; }
     const ThreadTable& table() const { return table_; }
@@ -111,14 +130,22 @@ public:
     ThreadRecord& record(uint32_t id) { return records_[id]; }
     // The record of the live thread in `slot`, or kNoRecord.
     uint32_t record_of_slot(uint32_t slot) const { return slot < slot_record_.size() ? slot_record_[slot] : kNoRecord; }
-    size_t live_count() const { return live_by_tstate_.size(); }
+    size_t live_count() const { return live_by_tstate_.size() + live_by_tid_.size(); }
     // Contexts alive and in quarantine, the pages rings in use and pooled touched, records,
     // names and the indexes.
     size_t memory_bytes() const;
 
 private:
     // from_hook: the threading hook, on a thread born in the session: its CPU counts from 0.
-    ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook = false);
+    // arm: give it a CPU timer now (false: the caller decides, e.g. after its signal-mask check).
+    ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook = false,
+                               bool arm = true);
+    // os_thread_scan.cpp: a thread without a Python state; a Python thread whose state is gone
+    // while its OS thread lives on (same record); the signal-mask check of a live thread.
+    ThreadCtx* register_native(uint64_t tid, uint64_t start_ticks);
+    bool continue_as_native(uint32_t slot);
+    void check_signal_mask(uint32_t slot);
+    void mark_signal_blocked(ThreadCtx* ctx, ThreadRecord& rec);
     uint32_t new_record();
     void retire(uint32_t slot);
     void refresh_cpu(uint32_t record);
@@ -139,6 +166,16 @@ private:
     size_t name_bytes_ = 0;                      // sum of record name capacities
     uint64_t next_generation_ = 1;
     std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
+    std::unordered_map<uint64_t, uint32_t> live_by_tid_;  // native-only threads: tid -> slot
+    std::unordered_map<uint64_t, uint32_t> python_by_tid_;  // threads with a state: tid -> slot
+    std::vector<OsThread> os_found_;     // OS scan scratch, reused
+    // Threads with a state that ended (their exit watch ran, or the scan retired them) -> the
+    // OS scan's pass then: the OS thread outlives its state by a moment, and must not come back
+    // as a new native-only thread. Forgotten two passes later.
+    std::unordered_map<uint64_t, uint64_t> ended_tids_;
+    uint64_t os_passes_ = 0;
+    bool os_scan_supported_ = true;
+    bool window_open_ = false;
     std::unordered_map<PyThreadState*, uint64_t> refused_;  // tstate -> tid: not held, counted once
     std::vector<PyThreadState*> seen_;   // scan scratch, reused
 public:

@@ -11,6 +11,7 @@
 
 #include "../framewalker.h"
 #include "../log.h"
+#include "../own_threads.h"
 #include "../platform/platform.h"
 #include "../capture/record_writer.h"
 #include "../capture/sample_record.h"
@@ -99,6 +100,7 @@ struct WallSampler::WakeableClock {
 };
 
 void* WallSampler::thread_main(void* arg) {
+    OwnThreadScope own;  // never sampled; its CPU time is spprof's in the balance
     auto* self = static_cast<WallSampler*>(arg);
     WakeableClock clock{self};
     run_deadline_loop(
@@ -138,6 +140,10 @@ bool WallSampler::tick_threads(uint64_t period_ns) {
         ThreadCtx* ctx = table_->by_serial(serial);
         if (ctx == nullptr || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached)
             continue;
+        // A thread without a Python state has no stack to read from outside: its CPU timer
+        // samples it while it runs. One that blocks the sampling signal is left alone: its
+        // time off the timer is not idle time.
+        if (ctx->native_only() || ctx->signal_blocked_.load(std::memory_order_acquire)) continue;
         if (slots_[serial].generation != ctx->generation_) {  // a new thread in a reused slot
             slots_[serial] = CensusSlot{};
             slots_[serial].generation = ctx->generation_;

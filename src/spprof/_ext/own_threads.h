@@ -1,0 +1,43 @@
+// own_threads.h: spprof's own threads (the drain, the wall census, the exit-signal watcher and
+// its runner, the Mach sampler), known by kernel tid.
+//
+// Two users: the scan of the process's OS threads (session_threads.h) must never sample them,
+// and the CPU balance (session/cpu_balance.h) names the CPU time they spend. Each of those
+// threads registers itself first thing (own_thread_enter) and leaves last thing
+// (own_thread_leave), which adds its CPU time to the ended total. A fixed table of
+// kMaxOwnThreads tids, lock-free: any thread, no GIL, no allocation.
+#pragma once
+
+#include <cstdint>
+
+namespace spprof {
+
+// At most this many of spprof's threads alive at once (a session has at most four; two
+// sessions never overlap). One more is counted (own_threads_overflow) and is sampled like a
+// program thread.
+constexpr uint32_t kMaxOwnThreads = 16;
+
+// On the thread itself, before anything else. Any thread, no GIL.
+void own_thread_enter();
+// On the thread itself, as it ends: its CPU clock is read one last time. Any thread, no GIL.
+void own_thread_leave();
+// True when `tid` is one of spprof's live threads. Any thread.
+bool own_thread(uint64_t tid);
+// CPU time spprof's threads used since the process started: the live ones by their clocks,
+// plus every one that ended. Any thread, no GIL.
+uint64_t own_threads_cpu_ns();
+// The part of own_threads_cpu_ns() of threads that ended. Any thread.
+uint64_t own_threads_ended_cpu_ns();
+// Threads that found the table full (should stay 0).
+uint64_t own_threads_overflow();
+
+// RAII: enter in the constructor, leave in the destructor.
+class OwnThreadScope {
+public:
+    OwnThreadScope() { own_thread_enter(); }
+    ~OwnThreadScope() { own_thread_leave(); }
+    OwnThreadScope(const OwnThreadScope&) = delete;
+    OwnThreadScope& operator=(const OwnThreadScope&) = delete;
+};
+
+}  // namespace spprof
