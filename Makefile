@@ -17,7 +17,8 @@ PYTHON ?= python3
 VENVS := .venvs
 # Pinned, so that a new release cannot turn CI red by itself. 3.9 gets the last releases that
 # support it. greenlet and gevent: the torture suite's real-world stack switchers. ipython: the
-# %spprof magics' tests (9.x needs 3.11+; 8.18 is the last for 3.9).
+# %spprof magics' tests (9.x needs 3.11+; 8.18 is the last for 3.9). uvicorn: a real server
+# whose shutdown restores its SIGTERM handler and re-raises (tests/test_exit_paths.py; 3.10+).
 DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_version<'3.10'" \
             "pytest-benchmark==5.3.1; python_version>='3.10'" "pytest-benchmark==5.2.3; python_version<'3.10'" \
             "jsonschema==4.26.0; python_version>='3.10'" "jsonschema==4.25.1; python_version<'3.10'" \
@@ -25,7 +26,8 @@ DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_versi
             "gevent==26.9.0; python_version>='3.10'" "gevent==25.9.1; python_version<'3.10'" \
             "setuptools==84.2.1; python_version>='3.10'" "setuptools==82.0.1; python_version<'3.10'" wheel==0.48.0 \
             "ipython==9.18.1; python_version>='3.11'" "ipython==8.39.0; python_version=='3.10'" \
-            "ipython==8.18.1; python_version<'3.10'"
+            "ipython==8.18.1; python_version<'3.10'" \
+            "uvicorn==0.54.0; python_version>='3.10'"
 RUFF := ruff==0.17.6
 MYPY := mypy==1.20.2
 # A real third-party test suite under the profiler at 1 ms (issue "never harm the host"):
