@@ -11,9 +11,11 @@ import inspect
 import os
 import posix
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -207,6 +209,72 @@ def test_sigterm_while_c_code_holds_the_gil_writes_the_drained_samples(
     )
     assert rep.returncode == 0, rep.stderr
     assert "busy_work" in rep.stdout + rep.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_then_sigterm(command: list[str], port: int) -> tuple[int, str]:
+    """Start uvicorn, make 25 requests, SIGTERM it; (returncode, stderr)."""
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        preexec_fn=_default_signals,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        done = 0
+        while done < 25:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
+                    assert resp.read() == b"ok"
+                done += 1
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        return proc.returncode, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_uvicorn_sigtermed_writes_the_profile_and_exits_as_without_spprof(tmp_path, how):
+    pytest.importorskip("uvicorn")  # pinned for 3.10+ in the Makefile's DEV_DEPS
+    script = str(Path(__file__).parent / "scripts" / "uvicorn_app.py")
+    port = _free_port()
+    plain_rc, plain_err = _serve_then_sigterm([sys.executable, script, str(port)], port)
+    assert plain_rc == -signal.SIGTERM, plain_err
+    out = tmp_path / "p.spprof"
+    port = _free_port()
+    if how == "cli":
+        command = [
+            sys.executable,
+            "-m",
+            "spprof",
+            "-q",
+            "-i",
+            "5",
+            "-o",
+            str(out),
+            script,
+            str(port),
+        ]
+    else:
+        command = [sys.executable, script, str(port), "--api", str(out)]
+    rc, err = _serve_then_sigterm(command, port)
+    assert rc == plain_rc, err
+    assert _functions(out).get("busy_work", 0) >= 40, err  # 25 x 20 ms at 5 ms (before: no file)
 
 
 # ---- in this interpreter: what the program sees of the stand-ins ------------------------------

@@ -36,11 +36,18 @@ _lock = threading.Lock()
 # start(output_path=...) only: what the session covers, so that stop() undoes just that.
 _covers_exit_calls = False
 _watches_exit_signals = False
-_in_exit_signal = False  # stop() runs on the exit-signal runner: the watcher cannot be joined
+# The exit-signal runner's thread ident once it handles a signal (0 before): from then on the
+# runner ends the process, its watcher cannot be joined, and no other thread may finish.
+_in_exit_signal = 0
 # The profile written before an exec that then failed, and the config to go on with; the
 # next stop() puts it in front of the new session's samples.
 _before_exec: Optional[tuple[Profile, ValidConfig]] = None
 _carried: Optional[Profile] = None
+# Held for a whole stop() (stop and write), by whichever thread stops: the exit-signal runner,
+# the main thread at interpreter exit, the program. The runner must not end the process while
+# another thread writes, nor may interpreter exit go on while the runner writes (a thread
+# that wants the GIL once finalization has begun is ended silently: no profile, exit 0).
+_stopping = threading.RLock()
 
 
 # ---- the profiler's own frames ---------------------------------------------------------------
@@ -178,6 +185,13 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
 
 def stop() -> Profile:
     """Stop sampling and return the Profile (also written to output_path if one was given)."""
+    with _stopping:
+        profile = _stop_and_write()
+    _uncover_exits()  # after: a SIGTERM that came meanwhile ends the process here
+    return profile
+
+
+def _stop_and_write() -> Profile:
     global _active
     with _lock:
         cfg = _active
@@ -200,7 +214,6 @@ def stop() -> Profile:
     if cfg.output_path is not None:
         write(profile, cfg.output_path, cfg.output_format)
         _debug.debug(f"wrote {cfg.output_format} profile to {cfg.output_path}")
-    _uncover_exits()  # last: a SIGTERM that came meanwhile ends the process here
     return profile
 
 
@@ -242,9 +255,19 @@ def _uncover_exits() -> None:
     if _covers_exit_calls:
         _covers_exit_calls = False
         _exit_calls.disable()
-    if _watches_exit_signals and not _in_exit_signal:
+    if _in_exit_signal:
+        _wait_for_the_exit_signal()
+    elif _watches_exit_signals:
         _watches_exit_signals = False
         _ext._unwatch_exit_signals()
+
+
+def _wait_for_the_exit_signal() -> None:
+    """On any thread but the runner, once it handles an exit signal: wait (GIL released) for
+    it to end the process. Finishing here instead, the main thread would start finalization,
+    which silently ends a thread that still needs the GIL: no profile, exit status 0."""
+    if _in_exit_signal and _in_exit_signal != threading.get_ident():
+        threading.Event().wait()
 
 
 def _stop_before_exec() -> None:
@@ -267,12 +290,13 @@ def _resume_after_exec() -> None:
 def _on_exit_signal(signum: int) -> None:
     """The exit-signal runner (GIL held); the process dies by `signum` when this returns."""
     global _in_exit_signal
-    _in_exit_signal = True
-    if _active is not None and _ext.is_active():
-        try:
-            stop()
-        except Exception as exc:
-            print(f"spprof: could not write the profile: {exc}", file=sys.stderr)
+    _in_exit_signal = threading.get_ident()
+    with _stopping:  # another thread writing: let it finish, then die
+        if _active is not None and _ext.is_active():
+            try:
+                stop()
+            except Exception as exc:
+                print(f"spprof: could not write the profile: {exc}", file=sys.stderr)
 
 
 def is_active() -> bool:
@@ -383,12 +407,16 @@ def profile(
 
 def _stop_at_exit() -> None:
     """Interpreter exit with profiling on: stop, so a requested output file is still written."""
-    if _active is not None and _ext.is_active():
+    with _stopping:  # the exit-signal runner writing: wait for it (it ends the process)
+        if _active is None or not _ext.is_active():
+            _wait_for_the_exit_signal()
+            return
         _debug.debug("interpreter exiting while profiling: stopping")
         try:
-            stop()
+            _stop_and_write()
         except Exception as exc:
             print(f"spprof: could not write the profile at exit: {exc}", file=sys.stderr)
+    _uncover_exits()  # not holding _stopping: the runner may need it to finish
 
 
 def _after_fork_child() -> None:
