@@ -47,16 +47,25 @@ def test_gc_share_matches_what_gc_callbacks_measure(mode: str, native: bool) -> 
 
     # Sample by sample, whatever the sampling's own error: a sample taken between a
     # collection's "start" and "stop" callbacks (monotonic clock, as Sample.timestamp_ns)
-    # has <GC>, and one with <GC> was taken in such a window or in the callback around it.
+    # has <GC>, and one with <GC> was taken in such a window, in the callback Python code
+    # around it, or in the collector's C code just before "start" or after "stop" (the
+    # flag is set before the callbacks run; a sample's time is read as its capture starts,
+    # a few tens of microseconds before the code it interrupted goes on).
+    slack_ns = 200_000
     windows = out["windows"]
-    wrong = []
+    missed, extra = [], []
     for _, _, _, _, names, ts in running:
-        inside = bisect.bisect_right(windows, ts) % 2 == 1  # after a start, before its stop
-        if inside != (GC_FRAME in names) and not (GC_FRAME in names and "on_gc" in names):
-            wrong.append((ts, names[-3:], inside))
-    # A sample in the microseconds between the flag and the callback's clock read (the
-    # collector building the callback's info dict) may fall just outside its window.
-    assert len(wrong) <= max(2, len(running) // 200), (len(wrong), len(running), wrong[:10])
+        k = bisect.bisect_right(windows, ts)
+        inside = k % 2 == 1  # after a start, before its stop
+        if inside and GC_FRAME not in names:
+            missed.append((ts, names[-3:]))
+        elif not inside and GC_FRAME in names and "on_gc" not in names:
+            near = (k < len(windows) and windows[k] - ts <= slack_ns) or (
+                k > 0 and ts - windows[k - 1] <= slack_ns
+            )
+            if not near:
+                extra.append((ts, names[-3:]))
+    assert len(missed) + len(extra) <= max(2, len(running) // 200), (missed[:5], extra[:5])
 
     # The share: sampled time with <GC> against the collections' CPU time.
     rows = [(r[0], r[4]) for r in running]
