@@ -278,9 +278,13 @@ bool capture_by_serial(uint32_t serial, uint64_t weight_ns, const void* ucontext
     ThreadTable* table = scope.get();
     if (table == nullptr) return false;
     ThreadCtx* ctx = table->by_serial(serial);
-    // The thread's CPU timer expired: count its CPU time whether or not a record follows.
-    if (ctx != nullptr && ctx->magic_ == kThreadCtxMagic &&
-        reinterpret_cast<struct _ts*>(PyGILState_GetThisThreadState()) == ctx->tstate_)
+    // The thread's CPU timer expired: count its CPU time whether or not a record follows
+    // (platform_thread_finish counts the expiries never delivered from it). A thread running a
+    // subinterpreter has that interpreter's state in its TSS entry (3.12+): still this ctx's
+    // thread, as capture_into decides.
+    PyThreadState* self = PyGILState_GetThisThreadState();
+    if (ctx != nullptr && ctx->magic_ == kThreadCtxMagic && self != nullptr &&
+        (reinterpret_cast<struct _ts*>(self) == ctx->tstate_ || self->interp != PyInterpreterState_Main()))
         ctx->timer_cpu_ns_.fetch_add(weight_ns, std::memory_order_relaxed);
     return capture_into(ctx, weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));
 }

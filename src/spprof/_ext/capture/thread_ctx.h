@@ -80,6 +80,9 @@ struct ThreadCtx {
     // clock at registration, or 0 for a thread the threading hook registered (it was born in
     // the session, so its start-up CPU is the session's too). Set before attach.
     uint64_t timer_origin_cpu_ns_ = 0;
+    // What the timer's schedule owed when it was armed: expiries between the origin and the
+    // arming (a hooked thread's start-up), for the session to write (Linux; GIL held).
+    uint64_t timer_owed_at_arm_ns_ = 0;
     // busy_ also makes the ring's producers take turns: the thread's own handler, in wall
     // mode the census thread writing an idle record for a thread it did not signal, and the
     // Mach sampler thread (record_writer.h, write_foreign_record). Whoever
