@@ -1,4 +1,6 @@
-"""Short threads under spprof, with the truth measured inside: argv WORKLOAD MODE TIMER INTERVAL_MS OUT.
+"""Short threads under spprof, the truth measured inside.
+
+argv: WORKLOAD MODE TIMER INTERVAL_MS OUT.
 
 WORKLOAD: "hash300" (300 threads one after another, each hashing ~7 ms with the GIL released
 by hashlib) or "spin1000" (the main thread spins 1 s, then 1,000 threads one after another each
@@ -70,7 +72,10 @@ def main() -> None:
     cpu1 = time.process_time()
     profile = spprof.stop()
     stats = spprof.stats()
-    on_cpu = [s for s in profile.samples if s.on_cpu and not s.idle and not s.runnable]
+    samples = profile.samples
+    on_cpu = [s for s in samples if s.on_cpu and not s.idle and not s.runnable]
+    ended = [s for s in samples if getattr(s, "thread_end", False)]
+    work = "hash_for" if workload == "hash300" else "spin_for"
     by_function: dict[str, float] = {}
     for s in on_cpu:
         for name in {f.function_name for f in s.frames}:
@@ -83,16 +88,25 @@ def main() -> None:
         },
         "profile": {
             "cpu": sum(s.weight_ns for s in on_cpu) / 1e9,
-            "thread_work": by_function.get("hash_for" if workload == "hash300" else "spin_for", 0.0),
+            "thread_work": by_function.get(work, 0.0),
             "main_spin": by_function.get("main_spin", 0.0),
             "thread_table_cpu": sum(t.cpu_ns for t in profile.threads) / 1e9,
-            "thread_end_samples": sum(1 for s in profile.samples if getattr(s, "thread_end", False)),
-            "thread_end_weight": sum(s.weight_ns for s in profile.samples if getattr(s, "thread_end", False)) / 1e9,
+            "thread_end_samples": len(ended),
+            "thread_end_weight": sum(s.weight_ns for s in ended) / 1e9,
         },
         "stats": {
             k: stats.get(k)
-            for k in ("timer", "signals", "timer_overruns", "thread_end_samples", "thread_end_expiries",
-                      "thread_end_ns", "threads_unsampled", "threads_unsampled_cpu_ns", "samples_dropped")
+            for k in (
+                "timer",
+                "signals",
+                "timer_overruns",
+                "thread_end_samples",
+                "thread_end_expiries",
+                "thread_end_ns",
+                "threads_unsampled",
+                "threads_unsampled_cpu_ns",
+                "samples_dropped",
+            )
         },
     }
     with open(out, "w") as f:

@@ -62,6 +62,15 @@ inline bool on_ctx_thread(const ThreadCtx* ctx) {
     return self == ctx->tstate_ || (self == nullptr && platform_current_tid() == ctx->native_tid_);
 }
 
+// SIGNAL-SAFE. This ctx's Python thread, running a subinterpreter: its TSS entry holds that
+// interpreter's state (3.12+; capture_into walks the thread's own chain under a marker frame).
+inline bool in_subinterpreter(const ThreadCtx* ctx) {
+    if (ctx->native_only()) return false;
+    const PyThreadState* self = PyGILState_GetThisThreadState();
+    return self != nullptr && reinterpret_cast<const struct _ts*>(self) != ctx->tstate_ &&
+           self->interp != PyInterpreterState_Main();
+}
+
 // What the guarded part of a capture leaves behind, in memory the fault jump does not lose.
 struct CaptureWork {
     const RawFrame* volatile py_end = nullptr;  // end of the Python frames written so far
@@ -355,8 +364,11 @@ bool capture_by_serial(uint32_t serial, uint64_t weight_ns, const void* ucontext
     ThreadTable* table = scope.get();
     if (table == nullptr) return false;
     ThreadCtx* ctx = table->by_serial(serial);
-    // The thread's CPU timer expired: count its CPU time whether or not a record follows.
-    if (ctx != nullptr && ctx->magic_ == kThreadCtxMagic && on_ctx_thread(ctx))
+    // The thread's CPU timer expired: count its CPU time whether or not a record follows
+    // (platform_thread_finish counts the expiries never delivered from it). A thread running a
+    // subinterpreter has that interpreter's state in its TSS entry (3.12+): still this ctx's
+    // thread, as capture_into decides.
+    if (ctx != nullptr && ctx->magic_ == kThreadCtxMagic && (on_ctx_thread(ctx) || in_subinterpreter(ctx)))
         ctx->timer_cpu_ns_.fetch_add(weight_ns, std::memory_order_relaxed);
     return capture_into(ctx, weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));
 }

@@ -90,6 +90,9 @@ struct ThreadCtx {
     // the wall census leaves it alone (a signal it never takes is no sample, and its CPU time
     // is not idle time). Set by the session, GIL held.
     std::atomic<bool> signal_blocked_{false};
+    // What the timer's schedule owed when it was armed: expiries between the origin and the
+    // arming (a hooked thread's start-up), for the session to write (Linux; GIL held).
+    uint64_t timer_owed_at_arm_ns_ = 0;
     // busy_ also makes the ring's producers take turns: the thread's own handler, in wall
     // mode the census thread writing an idle record for a thread it did not signal, and the
     // Mach sampler thread (record_writer.h, write_foreign_record). Whoever

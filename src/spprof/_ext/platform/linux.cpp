@@ -50,6 +50,7 @@ struct TimerSchedule {
     uint64_t interval_ns = 0;  // 0: unknown, owes nothing
     uint64_t carried_expiries = 0;
     uint64_t carried_ns = 0;
+    uint64_t settled = 0;  // expiries of this schedule owed at arming, written by the session then
 
     // Expiries due by CPU time `cpu` and not delivered by `weight` (ThreadCtx::timer_cpu_ns_).
     uint64_t owed(uint64_t cpu, uint64_t weight) const {
@@ -57,7 +58,7 @@ struct TimerSchedule {
         const uint64_t delivered_ns = weight > anchor_weight_ns ? weight - anchor_weight_ns : 0;
         const uint64_t delivered = (delivered_ns + interval_ns / 2) / interval_ns;
         const uint64_t due = cpu >= anchor_cpu_ns ? (cpu - anchor_cpu_ns) / interval_ns + 1 : 0;
-        return due > delivered ? due - delivered : 0;
+        return due > delivered + settled ? due - delivered - settled : 0;
     }
 };
 
@@ -303,7 +304,8 @@ void stop_itimer() {
 // phase after ctx->timer_origin_cpu_ns_; `anchor_cpu_ns`: the thread's CPU clock at that first
 // expiry. Expiries of the schedule that fell before the arming are owed at the thread's end.
 // Normal context.
-Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out, uint64_t* anchor_cpu_ns) {
+Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out, uint64_t* anchor_cpu_ns,
+                       uint64_t* owed_at_arm) {
     struct sigevent sev;
     std::memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
@@ -334,6 +336,7 @@ Error arm_thread_timer(ThreadCtx* ctx, uint64_t interval_ns, timer_t* out, uint6
     }
     *out = id;
     *anchor_cpu_ns = anchor;
+    *owed_at_arm = anchor > cpu ? 0 : (cpu - anchor) / interval_ns + 1;
     return Error::none();
 }
 
@@ -399,15 +402,17 @@ Error platform_thread_attach(ThreadCtx* ctx) {
     if (mode != Route::kPerThread && mode != Route::kWall) return Error::runtime("sampling is not running");
     if (ctx->platform_ != nullptr) return Error::none();
     timer_t id;
-    uint64_t anchor = 0;
+    uint64_t anchor = 0, owed_at_arm = 0;
     const uint64_t interval = g_path.interval_ns.load(std::memory_order_relaxed);
-    Error e = arm_thread_timer(ctx, interval, &id, &anchor);
+    Error e = arm_thread_timer(ctx, interval, &id, &anchor, &owed_at_arm);
     if (e.ok()) {
         ctx->platform_ = PlatformThreadPtr(new PlatformThread(id), &platform_thread_free);
         TimerSchedule& sched = ctx->platform_->schedule;
         sched.anchor_cpu_ns = anchor;
         sched.anchor_weight_ns = ctx->timer_cpu_ns_.load(std::memory_order_relaxed);
         sched.interval_ns = interval;
+        sched.settled = owed_at_arm;
+        ctx->timer_owed_at_arm_ns_ = owed_at_arm * interval;
         ctx->cpu_timer_armed_.store(true, std::memory_order_release);
         bump(g_stats.timers_active);
         log_debug("thread %llu: per-thread timer armed", static_cast<unsigned long long>(ctx->native_tid_));
@@ -565,6 +570,7 @@ void platform_thread_set_interval(ThreadCtx* ctx, uint64_t interval_ns) {
         sched.anchor_cpu_ns = cpu + left;
         sched.anchor_weight_ns = weight;
         sched.interval_ns = have_cpu ? interval_ns : 0;  // unknown clock: owe nothing rather than guess
+        sched.settled = 0;
     } else {
         log_warning("thread %llu: re-arming its CPU timer failed (%s); it keeps its old interval",
                     static_cast<unsigned long long>(ctx->native_tid_), std::strerror(errno));

@@ -29,6 +29,10 @@ SampleDrain::SampleDrain(const SessionConfig& config, SessionThreads& threads, R
 void SampleDrain::slot_taken(uint32_t slot) {
     if (last_stack_.size() <= slot) last_stack_.resize(slot + 1, kNoStack);
     last_stack_[slot] = kNoStack;
+    if (last_flags_.size() <= slot) last_flags_.resize(slot + 1, 0);
+    last_flags_[slot] = 0;
+    if (last_ts_.size() <= slot) last_ts_.resize(slot + 1, 0);
+    last_ts_[slot] = 0;
 }
 
 void SampleDrain::drain_all(bool over_limit) {
@@ -57,8 +61,11 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
             continue;
         }
         const uint32_t serial = threads_.record(id).slot;  // last_stack_ is per slot
-        const uint32_t flags = hdr->flags;
+        uint32_t flags = hdr->flags;
         if (last_stack_.size() <= serial) last_stack_.resize(serial + 1, kNoStack);
+        if (last_flags_.size() <= serial) last_flags_.resize(serial + 1, 0);
+        if (last_ts_.size() <= serial) last_ts_.resize(serial + 1, 0);
+        uint64_t timestamp = hdr->timestamp_ns;
         if (over_limit_) {
             ++counters_.dropped_memory;
             ring->pop();
@@ -68,16 +75,24 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
         if ((flags & (kSampleIdle | kSampleRunnable | kSampleThreadEnd)) && hdr->depth == 0 &&
             last_stack_[serial] != kNoStack) {
             // Blocked (or preempted) since its last stack, or the CPU a thread used after its
-            // last sample: reuse that stack.
+            // last sample: reuse that stack. A thread-end sample says what its last sample
+            // said (truncated, the GIL) and when: a stack is never shown at a time it was not
+            // seen.
             stack = last_stack_[serial];
+            if (flags & kSampleThreadEnd) {
+                flags |= last_flags_[serial];
+                timestamp = last_ts_[serial];
+            }
         } else {
             namer_.set_thread_name(&threads_.record(id).name);
             const std::vector<uint32_t>& ids = builder_.build(*hdr, frames, namer_);
             stack = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));
             last_stack_[serial] = stack;
+            last_flags_[serial] = static_cast<uint8_t>(flags & (kSampleTruncated | kSampleGilKnown | kSampleHasGil));
+            last_ts_[serial] = hdr->timestamp_ns;
         }
         if (!(flags & kSampleStackOnly)) {
-            store_.add_sample(SampleRow{hdr->timestamp_ns, hdr->weight_ns, stack,
+            store_.add_sample(SampleRow{timestamp, hdr->weight_ns, stack,
                                         (id & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
             ThreadRecord& owner = threads_.record(id);
             ++owner.samples;

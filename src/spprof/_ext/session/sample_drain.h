@@ -42,7 +42,8 @@ public:
     void slot_taken(uint32_t slot) override;
 
     // The per-slot last stacks (part of the session's thread memory).
-    size_t memory_bytes() const { return last_stack_.capacity() * sizeof(uint32_t); }
+    size_t memory_bytes() const { return last_stack_.capacity() * sizeof(uint32_t) + last_flags_.capacity() +
+                                        last_ts_.capacity() * sizeof(uint64_t); }
 
 private:
     // The resolver as the StackBuilder's FrameNamer.
@@ -70,6 +71,8 @@ private:
     ResolverNamer namer_;
     StackBuilder builder_;
     std::vector<uint32_t> last_stack_;  // per slot: the stack idle records reuse
+    std::vector<uint8_t> last_flags_;   // per slot: truncated / GIL flags of the record that set it
+    std::vector<uint64_t> last_ts_;     // per slot: the timestamp of the record that set it
     bool over_limit_ = false;
 };
 

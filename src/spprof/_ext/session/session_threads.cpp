@@ -182,6 +182,9 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
     if (ThreadCtx* ctx = table_.at(it->second)) {
         const TimerResidual owed = platform_thread_finish(ctx);
         if (owed.expiries > 0) write_thread_end(ctx, owed.expiries, owed.weight_ns);
+        // Its CPU is all accounted now: the wall census must not take the ending thread for
+        // one without a timer and signal it for the time since its last census.
+        ctx->state_.store(ThreadState::kDetached, std::memory_order_release);
     }
     records_[id].exiting = true;  // its state goes because it ends: retired, not continued
     refresh_cpu(id);
@@ -209,7 +212,12 @@ void SessionThreads::write_thread_end(ThreadCtx* ctx, uint64_t expiries, uint64_
     hdr.thread_serial = ctx->serial_;
     hdr.flags = kSampleThreadEnd | kSampleOnCpu;
     hdr.depth = 0;
-    if (!write_foreign_record(ctx, hdr, nullptr)) {
+    write_thread_end_record(ctx, hdr, nullptr, expiries);
+}
+
+void SessionThreads::write_thread_end_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawFrame* frames,
+                                             uint64_t expiries) {
+    if (!write_foreign_record(ctx, hdr, frames)) {
         capture_count_sampled(false);  // a full ring: counted as dropped, like a capture
         return;
     }
@@ -463,28 +471,44 @@ void SessionThreads::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {
 
 void SessionThreads::record_entry_stack(ThreadCtx* ctx, PyThreadState* ts, PyObject* entry_code,
                                         PyObject* skip_code) {
-    // GIL held, on the thread itself, called from the hook: its chain is whole. Leaf first:
-    // the target's code (at its first instruction: this stack says where the thread started,
-    // not a line it ran), then the frames below the hook's own.
+    // GIL held, on the thread itself, called from the hook: its chain is whole. Leaf first,
+    // one slot kept in front for the target's code: the frames below the hook's own.
     RawFrame frames[kMaxPythonFrames];
-    uint32_t n = 0;
-    CodeFacts facts;
-    if (entry_code != nullptr && PyCode_Check(entry_code) &&
-        read_code_facts(DirectReader{}, reinterpret_cast<uintptr_t>(entry_code), &facts))
-        frames[n++] = RawFrame{facts.code, static_cast<uint32_t>(facts.first_traceable), facts.fingerprint};
-    const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(ts), frames + n,
-                                           kMaxPythonFrames - n);
+    const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(ts), frames + 1,
+                                           kMaxPythonFrames - 1);
     uint32_t skip = 0;
-    while (skip < w.depth && skip_code != nullptr && frames[n + skip].code == reinterpret_cast<uintptr_t>(skip_code))
+    while (skip < w.depth && skip_code != nullptr && frames[1 + skip].code == reinterpret_cast<uintptr_t>(skip_code))
         ++skip;
-    std::memmove(frames + n, frames + n + skip, (w.depth - skip) * sizeof(RawFrame));
+    const uint32_t depth = w.depth - skip;
+    RawFrame* const below = frames + 1 + skip;
     RawSampleHeader hdr{};
     hdr.timestamp_ns = platform_monotonic_ns();
     hdr.native_tid = ctx->native_tid_;
     hdr.thread_serial = ctx->serial_;
+    hdr.depth = static_cast<uint16_t>(depth);
+    // The expiries of the thread's start-up (before its timer was armed: threading's
+    // bootstrap), on the stack it has now, without the target it has not entered yet.
+    const uint64_t owed = ctx->timer_owed_at_arm_ns_;
+    ctx->timer_owed_at_arm_ns_ = 0;
+    if (owed > 0) {
+        hdr.weight_ns = owed;
+        hdr.flags = kSampleThreadEnd | kSampleOnCpu | (w.truncated ? kSampleTruncated : 0u);
+        const uint64_t interval = config_.interval_ns;
+        write_thread_end_record(ctx, hdr, below, interval > 0 ? (owed + interval / 2) / interval : 0);
+    }
+    // The entry stack: the target's code (at its first instruction: this stack says where the
+    // thread started, not a line it ran) on top.
+    CodeFacts facts;
+    uint32_t top = 0;
+    if (entry_code != nullptr && PyCode_Check(entry_code) &&
+        read_code_facts(DirectReader{}, reinterpret_cast<uintptr_t>(entry_code), &facts)) {
+        below[-1] = RawFrame{facts.code, static_cast<uint32_t>(facts.first_traceable), facts.fingerprint};
+        top = 1;
+    }
+    hdr.weight_ns = 0;
     hdr.flags = kSampleStackOnly | (w.truncated ? kSampleTruncated : 0u);
-    hdr.depth = static_cast<uint16_t>(n + w.depth - skip);
-    write_foreign_record(ctx, hdr, frames);
+    hdr.depth = static_cast<uint16_t>(depth + top);
+    write_foreign_record(ctx, hdr, below - top);
 }
 
 }  // namespace spprof

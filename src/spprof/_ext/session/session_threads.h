@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "../capture/ringbuffer.h"
+#include "../capture/sample_record.h"
 #include "session_config.h"
 #include "../capture/thread_table.h"
 
@@ -152,6 +153,7 @@ private:
     void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
     void record_entry_stack(ThreadCtx* ctx, PyThreadState* ts, PyObject* entry_code, PyObject* skip_code);
     void write_thread_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns);
+    void write_thread_end_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawFrame* frames, uint64_t expiries);
     void name_from_threading(ThreadRecord& rec);
 
     const SessionConfig& config_;
