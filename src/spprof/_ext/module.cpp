@@ -16,6 +16,7 @@
 #include "exit_signals.h"
 #include "framewalker.h"
 #include "log.h"
+#include "own_threads.h"
 #include "platform/platform.h"
 #include "capture/sample_record.h"
 #include "session/session.h"
@@ -383,6 +384,7 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     platform_after_fork_child();
     CodeKeepAlive::forget_after_fork();
+    own_threads_after_fork_child();  // the parent's threads of ours were not copied
     if (st->session != nullptr) {
         // Leaked on purpose: its drain thread is gone and its locks may be held.
         st->session->abandon_after_fork();
