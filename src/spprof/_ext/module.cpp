@@ -18,6 +18,7 @@
 #include "exit_signals.h"
 #include "framewalker.h"
 #include "log.h"
+#include "own_threads.h"
 #include "platform/platform.h"
 #include "capture/sample_record.h"
 #include "session/session.h"
@@ -404,6 +405,7 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     platform_after_fork_child();
     CodeKeepAlive::forget_after_fork();
     exit_dump_disarm();
+    own_threads_after_fork_child();  // the parent's threads of ours were not copied
     if (st->session != nullptr) {
         // Leaked on purpose: its drain thread is gone and its locks may be held.
         st->session->abandon_after_fork();

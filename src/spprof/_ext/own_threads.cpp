@@ -57,6 +57,11 @@ uint64_t own_threads_cpu_ns() {
 
 uint64_t own_threads_ended_cpu_ns() { return g_ended_cpu_ns.load(std::memory_order_relaxed); }
 
+void own_threads_after_fork_child() {
+    for (auto& slot : g_tids) slot.store(0, std::memory_order_relaxed);
+    g_ended_cpu_ns.store(0, std::memory_order_relaxed);
+}
+
 uint64_t own_threads_overflow() { return g_overflow.load(std::memory_order_relaxed); }
 
 }  // namespace spprof

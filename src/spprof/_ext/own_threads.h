@@ -28,6 +28,8 @@ bool own_thread(uint64_t tid);
 uint64_t own_threads_cpu_ns();
 // The part of own_threads_cpu_ns() of threads that ended. Any thread.
 uint64_t own_threads_ended_cpu_ns();
+// In a forked child (only the forking thread was copied, never one of ours): forget them all.
+void own_threads_after_fork_child();
 // Threads that found the table full (should stay 0).
 uint64_t own_threads_overflow();
 
