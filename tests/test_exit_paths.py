@@ -209,6 +209,17 @@ def test_sigterm_while_c_code_holds_the_gil_writes_the_drained_samples(
     )
     assert rep.returncode == 0, rep.stderr
     assert "busy_work" in rep.stdout + rep.stderr
+    # `spprof convert` too: the format that was asked for, made afterwards.
+    folded = tmp_path / "converted.collapsed"
+    conv = subprocess.run(
+        [sys.executable, "-m", "spprof", "convert", str(written), "-o", str(folded)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+    )
+    assert conv.returncode == 0, conv.stderr
+    assert "busy_work" in folded.read_text()
 
 
 def _free_port() -> int:

@@ -7,9 +7,11 @@
 // session, write the profile, print the summary); the runner then ends the process by the
 // same signal, still holding the GIL so that no program code runs after the profile is
 // written. If the GIL cannot be had within kGilDeadline (a thread holds it in C code and never
-// lets go), the watcher says so on stderr and ends the process by the signal itself: a profile
-// is not worth a process that will not die. A second exit signal while the profile is being
-// written ends the process at once.
+// lets go), the watcher writes what the drain already resolved as a .spprof file without the
+// GIL (session/exit_dump.h), says so in one line on stderr and ends the process by the signal
+// itself: a profile is not worth a process that will not die. A second exit signal while the
+// profile is being written ends the process at once. While it runs, a signal.signal call that
+// sets a watched signal back to SIG_DFL gets our handler back (exit_calls.h).
 #pragma once
 
 #define PY_SSIZE_T_CLEAN

@@ -185,7 +185,7 @@ bool platform_fault_guard_ready();
 // Times platform_fault_guard_keep() put the guard back in front. Any thread.
 uint64_t platform_fault_guard_retaken();
 
-// ---- exit signals (the CLI) --------------------------------------------------------------
+// ---- exit signals (the CLI, start(output_path=...)) ------------------------------------------
 // Under the CLI, SIGTERM, SIGHUP and SIGQUIT end the program as they would without spprof,
 // after the profile is written. The handler (SIGNAL-SAFE, exit_signals_posix.cpp) only writes
 // the signal number into a pipe; the watcher thread (exit_signals.h) reads it, writes the
