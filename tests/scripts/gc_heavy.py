@@ -68,9 +68,9 @@ def main() -> None:
     gc.callbacks.append(on_gc)
     p = spprof.Profiler(interval_ms=1, mode=mode, native=native, output_path=output)
     p.start()
-    cpu0 = time.thread_time()
+    cpu0, wall0 = time.thread_time(), time.monotonic()
     make_cycles(seconds)
-    cpu = time.thread_time() - cpu0
+    cpu, wall = time.thread_time() - cpu0, time.monotonic() - wall0
     p.stop()
     gc.callbacks.remove(on_gc)
     main_tid = next(s.native_thread_id for s in p.get_samples() if s.thread_name == "MainThread")
@@ -92,6 +92,7 @@ def main() -> None:
             {
                 "gc_cpu": gc_cpu[0],
                 "cpu": cpu,
+                "wall": wall,
                 "live": len(live),
                 "rows": rows,
                 "samples_in_gc": stats.get("samples_in_gc"),
