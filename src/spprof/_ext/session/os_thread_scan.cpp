@@ -12,13 +12,16 @@
 // native-only thread with the same record: one thread, its whole CPU time. A thread that
 // blocks the sampling signal is left alone (no timer: a real-time signal pending forever also
 // counts against RLIMIT_SIGPENDING) and reported. GIL held, like the rest of SessionThreads.
+// session_threads.h (Python.h) before any system header, as Python requires: 3.15's
+// pyconfig.h defines _XOPEN_SOURCE 800, which clashes with the 700 a system header has set.
+#include "session_threads.h"
+
 #include <algorithm>
 #include <thread>
 
 #include "../log.h"
 #include "../own_threads.h"
 #include "../platform/platform.h"
-#include "session_threads.h"
 
 namespace spprof {
 
