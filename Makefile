@@ -1,10 +1,16 @@
 # spprof developer entry points. `make demo` and `make test` are the README's two commands.
 SHELL := /bin/bash
 PYENV_ROOT ?= $(HOME)/.pyenv
-# Every CPython 3.9-3.13 pyenv has (newest patch of each minor), else whatever python3 is.
-PYTHONS ?= $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
+# Every CPython 3.9-3.13 pyenv has (newest patch of each minor); without pyenv, python3 and
+# every python3.9 ... python3.15 on PATH (one per distinct interpreter).
+PYENV_PYTHONS := $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
              ls -d $(PYENV_ROOT)/versions/$$m.* 2>/dev/null | grep -E "/$$m\.[0-9]+$$" | sort -V | tail -n 1; \
            done | sed 's|$$|/bin/python|')
+PATH_PYTHONS = $(shell for p in python3 python3.9 python3.10 python3.11 python3.12 python3.13 python3.14 python3.15; do \
+             command -v $$p >/dev/null && $$p -c 'import sys; sys.version_info >= (3, 9) and \
+               print("%d.%d" % sys.version_info[:2], sys.executable)' 2>/dev/null; \
+           done | awk '!seen[$$1]++ {print $$2}')
+PYTHONS ?= $(if $(strip $(PYENV_PYTHONS)),$(PYENV_PYTHONS),$(PATH_PYTHONS))
 # CPython 3.14 and 3.15 are not in pyenv here: Debian's packages (unstable), unpacked into a
 # sysroot under build/ by `make pythons-debian` and run through the sysroot's own loader.
 # DEBIAN_PYTHONS= leaves them out; the sysroot is amd64, so other machines leave them out too.
@@ -45,8 +51,9 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 demo:
 	@set -e; v=$(VENVS)/demo; \
 	[ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
-	$$v/bin/python -m pip install -q --upgrade pip setuptools wheel >/dev/null; \
-	$$v/bin/python -m pip install -q . ; \
+	$$v/bin/python -c 'import setuptools, wheel, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)' 2>/dev/null || \
+	  $$v/bin/python -m pip install -q --upgrade "setuptools>=77" wheel >/dev/null; \
+	$$v/bin/python -m pip install -q --no-build-isolation . ; \
 	$$v/bin/python -m spprof -o demo.speedscope.json examples/threads_demo.py
 
 # Native unit tests, then the Python suite on every interpreter, warnings as errors.
