@@ -83,8 +83,10 @@ class Failure(Exception):
 def run(cmd: list[str], **kw: Any) -> str:
     proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if proc.returncode != 0:
-        raise Failure(f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
-    return proc.stdout
+        raise Failure(
+            f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+        )
+    return str(proc.stdout)
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,10 @@ def host_target(python: str) -> Target:
     include_path = Path(include)
     sysroot = None
     # Debian's interpreters (make pythons-debian) live in a sysroot: <sysroot>/usr/bin/python3.X.
-    if include_path.parts[-3:-1] == ("usr", "include") and (include_path.parent.parent.parent / "usr").is_dir():
+    if (
+        include_path.parts[-3:-1] == ("usr", "include")
+        and (include_path.parent.parent.parent / "usr").is_dir()
+    ):
         sysroot = include_path.parent.parent.parent
     return Target(arch, version, include_path, sysroot)
 
@@ -152,7 +157,7 @@ def declared_extension() -> Any:
 
     captured: dict[str, Any] = {}
     real_setup = setuptools.setup
-    setuptools.setup = lambda **kw: captured.update(kw)  # type: ignore[assignment]
+    setuptools.setup = lambda **kw: captured.update(kw)
     cwd = Path.cwd()
     try:
         os.chdir(ROOT)
@@ -178,7 +183,9 @@ def include_flags(target: Target, ext: Any) -> list[str]:
         link = shim / multiarch / f"python{target.version}"
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.is_symlink():
-            link.symlink_to(target.sysroot / "usr" / "include" / multiarch / f"python{target.version}")
+            link.symlink_to(
+                target.sysroot / "usr" / "include" / multiarch / f"python{target.version}"
+            )
         flags.append(f"-I{shim}")
     return flags
 
@@ -338,20 +345,27 @@ def auditwheel_show(wheel: Path, target: Target) -> None:
 
 def build(args: argparse.Namespace) -> None:
     os.environ.setdefault("SPPROF_WERROR", "1")
+    # zig builds libc++ for each target once (minutes) and keeps it here; `make clean` drops it.
+    os.environ.setdefault("ZIG_GLOBAL_CACHE_DIR", str(WORK / "zig-cache"))
+    os.environ.setdefault("ZIG_LOCAL_CACHE_DIR", str(WORK / "zig-cache"))
     targets = [host_target(p) for p in args.python] + [cross_target(s) for s in args.cross]
     if not targets:
         raise Failure("build: no target (give --python and/or --cross)")
     out = Path(args.out).resolve()
-    (out / "debug").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    debug_dir = Path(args.debug_dir).resolve()
+    debug_dir.mkdir(parents=True, exist_ok=True)
     ext = declared_extension()
     shutil.rmtree(WORK / "tmp", ignore_errors=True)
     (WORK / "tmp").mkdir(parents=True)
     parts = pure_parts(WORK / "tmp")
     for target in targets:
         print(f"=== wheel: CPython {target.version} {target.arch} ({target.include})", flush=True)
-        so = compile_module(target, ext, WORK / "obj" / f"{target.arch}-{target.version}", args.jobs)
+        so = compile_module(
+            target, ext, WORK / "obj" / f"{target.arch}-{target.version}", args.jobs
+        )
         wheel_path = out / target.wheel_name(parts.version)
-        debug = out / "debug" / (wheel_path.name.removesuffix(".whl") + ".debug")
+        debug = debug_dir / (wheel_path.name.removesuffix(".whl") + ".debug")
         before, after = strip_module(so, debug, target.arch)
         needed = needed_libraries(so)
         print(f"  _ext{target.ext_suffix}: {before:,} bytes -> {after:,} stripped; needs {needed}")
@@ -396,8 +410,26 @@ def bullseye_runner(sysroot: str) -> Runner:
         raise Failure("check --bullseye needs patchelf (apt-get install patchelf)")
     current = run(["patchelf", "--print-interpreter", str(python)]).strip()
     if current != str(loader) or run(["patchelf", "--print-rpath", str(python)]).strip() != rpath:
-        run(["patchelf", "--set-interpreter", str(loader), "--force-rpath", "--set-rpath", rpath, str(python)])
-    return Runner(f"Debian bullseye CPython 3.9, glibc 2.31 ({python})", "x86_64", "3.9", str(python), "debian", root, "2.31")
+        run(
+            [
+                "patchelf",
+                "--set-interpreter",
+                str(loader),
+                "--force-rpath",
+                "--set-rpath",
+                rpath,
+                str(python),
+            ]
+        )
+    return Runner(
+        f"Debian bullseye CPython 3.9, glibc 2.31 ({python})",
+        "x86_64",
+        "3.9",
+        str(python),
+        "debian",
+        root,
+        "2.31",
+    )
 
 
 def qemu_runner(spec: str) -> Runner:
@@ -406,7 +438,14 @@ def qemu_runner(spec: str) -> Runner:
     if shutil.which(QEMU) is None:
         raise Failure(f"check --cross needs {QEMU} (apt-get install qemu-user-static)")
     python = t.sysroot / "usr" / "bin" / f"python{t.version}"
-    return Runner(f"{t.arch} CPython {t.version} under {QEMU} ({python})", t.arch, t.version, str(python), "qemu", t.sysroot)
+    return Runner(
+        f"{t.arch} CPython {t.version} under {QEMU} ({python})",
+        t.arch,
+        t.version,
+        str(python),
+        "qemu",
+        t.sysroot,
+    )
 
 
 def make_venv(runner: Runner, venv: Path) -> Path:
@@ -423,9 +462,8 @@ def make_venv(runner: Runner, venv: Path) -> Path:
             f"home = {runner.sysroot}/usr/bin\ninclude-system-site-packages = false\n"
             f"version = {runner.version}\n"
         )
-        py.write_text(
-            f'#!/bin/sh\nexec {shutil.which(QEMU)} -L {runner.sysroot} -0 "$0" {runner.python} "$@"\n'
-        )
+        qemu = f"{shutil.which(QEMU)} -L {runner.sysroot}"
+        py.write_text(f'#!/bin/sh\nexec {qemu} -0 "$0" {runner.python} "$@"\n')
         py.chmod(0o755)
         return py
     if runner.kind == "debian":
@@ -442,6 +480,10 @@ def bundled_pip(runner: Runner) -> Path | None:
         found = sorted((runner.sysroot / "usr" / "share" / "python-wheels").glob("pip-*.whl"))
     elif runner.kind == "qemu":
         found = sorted(Path(sys.base_prefix).glob("lib/python3*/ensurepip/_bundled/pip-*.whl"))
+        if not found:  # Debian's CPython has no bundled pip: the tools venv's own (pure Python)
+            import pip
+
+            return Path(pip.__file__).parent.parent
     else:
         return None
     if not found:
@@ -516,7 +558,9 @@ def check(args: argparse.Namespace) -> None:
     tried: set[Path] = set()
     for runner in runners:
         cp = "cp" + runner.version.replace(".", "")
-        fit = [w for w in wheels if f"-{cp}-{cp}-" in w.name and w.name.endswith(f"_{runner.arch}.whl")]
+        fit = [
+            w for w in wheels if f"-{cp}-{cp}-" in w.name and w.name.endswith(f"_{runner.arch}.whl")
+        ]
         if not fit:
             failures.append(f"{runner.label}: no {cp} {runner.arch} wheel in {args.wheels}")
             continue
@@ -540,7 +584,12 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build, strip, pack and auditwheel-check wheels")
     b.add_argument("--python", action="append", default=[], help="a CPython of this machine")
     b.add_argument("--cross", action="append", default=[], metavar="ARCH:SYSROOT:VERSION")
-    b.add_argument("--out", default="dist", help="folder for the wheels (debug files in debug/)")
+    b.add_argument("--out", default="dist", help="folder for the wheels")
+    b.add_argument(
+        "--debug-dir",
+        default=str(WORK / "debug"),
+        help="folder for each module's symbols and DWARF (not shipped)",
+    )
     b.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     c = sub.add_parser("check", help="install each wheel and record a profile with it")
     c.add_argument("--python", action="append", default=[], help="a CPython of this machine")
