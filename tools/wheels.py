@@ -534,15 +534,19 @@ def exercise(runner: Runner, wheel: Path) -> str:
             raise Failure(f"{runner.label}: spprof._ext came from {ext_file}, not the venv")
         if runner.libc and libc != f"glibc {runner.libc}":
             raise Failure(f"{runner.label}: runs on {libc}, expected glibc {runner.libc}")
-        out = tmp / "x.speedscope.json"
-        run([str(py), "-m", "spprof", "-q", "-o", str(out), "-c", WORKLOAD], cwd=tmp)
-        samples = speedscope_samples(out, WORKLOAD_FUNC)
-        if samples < MIN_SAMPLES:
-            raise Failure(
-                f"{runner.label}: the profile has {samples} samples in {WORKLOAD_FUNC}, "
-                f"expected at least {MIN_SAMPLES}"
-            )
-        return f"{libc}, {samples} samples in {WORKLOAD_FUNC}"
+        counts = []
+        # Python frames only, then with native frames (spprof's own unwinder, as zig built it).
+        for mode in ([], ["--native"]):
+            out = tmp / "x.speedscope.json"
+            run([str(py), "-m", "spprof", "-q", *mode, "-o", str(out), "-c", WORKLOAD], cwd=tmp)
+            samples = speedscope_samples(out, WORKLOAD_FUNC)
+            if samples < MIN_SAMPLES:
+                raise Failure(
+                    f"{runner.label}: spprof {' '.join(mode)}: the profile has {samples} samples "
+                    f"in {WORKLOAD_FUNC}, expected at least {MIN_SAMPLES}"
+                )
+            counts.append(samples)
+        return f"{libc}; samples in {WORKLOAD_FUNC}: {counts[0]}, with --native {counts[1]}"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
