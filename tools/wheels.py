@@ -270,6 +270,17 @@ def needed_libraries(so: Path) -> list[str]:
         ]
 
 
+def unversioned_imports(so: Path) -> list[str]:
+    """Undefined dynamic symbols with no version that are not CPython's (Py*, _Py*).
+
+    Every glibc symbol zig links carries its GLIBC_x version; one without any would be a
+    function glibc 2.17 lacks, found only at call time on an old system."""
+    out = run(["nm", "-D", "--undefined-only", str(so)])
+    # "U name[@version]"; weak ones ("w", e.g. __gmon_start__) may stay unresolved.
+    strong = [f[-1] for f in (line.split() for line in out.splitlines()) if f and f[-2] == "U"]
+    return [n for n in strong if "@" not in n and not n.startswith(("Py", "_Py"))]
+
+
 @dataclass(frozen=True)
 class PureParts:
     """What every wheel shares: the Python files and the .dist-info setuptools writes."""
@@ -372,6 +383,9 @@ def build(args: argparse.Namespace) -> None:
         extra = sorted(set(needed) - GLIBC_LIBS)
         if extra:
             raise Failure(f"{so.name} needs {extra}: a manylinux wheel may need glibc only")
+        unversioned = unversioned_imports(so)
+        if unversioned:
+            raise Failure(f"{so.name} imports {unversioned} with no symbol version")
         wheel = pack_wheel(target, parts, so, out)
         print(f"  {wheel.name}: {wheel.stat().st_size:,} bytes; debug file {debug.name}")
         auditwheel_show(wheel, target)
