@@ -199,7 +199,8 @@ test-arm64-quick:
 # each, then installs each one and records a profile with it: on those interpreters, on Debian
 # bullseye's CPython 3.9 on its own glibc 2.31, and the arm64 wheel under qemu-user.
 # `make wheels-all` does the same for every interpreter `make test` uses (3.9-3.15).
-# `make wheels-check` reruns the second half on what dist/ holds.
+# `make wheels-check` reruns the second half on what dist/ holds (every wheel there must find an
+# interpreter: after wheels-all, give WHEEL_PYTHONS="$$(make -s print-pythons)").
 WHEEL_TOOLS := ziglang==0.17.0 auditwheel==6.8.2 pyelftools==0.33 setuptools==84.2.1
 WHEEL_TOOLS_VENV := build/wheel-tools
 WHEEL_TOOLS_PY ?= $(or $(wildcard $(PYENV_ROOT)/versions/3.12.*/bin/python),$(PYTHON))
