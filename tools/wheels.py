@@ -17,18 +17,19 @@ build, for each target:
      headers, plus what setuptools adds from CPython's release CFLAGS (-DNDEBUG -fwrapv -fPIC);
      linked with zig's libc++ statically (its symbols kept out of the dynamic table), so the
      module needs glibc >= 2.17 and nothing else.
-  3. Stripped; the symbols and DWARF go to a .debug file beside the wheel (.gnu_debuglink).
+  3. Stripped; the symbols and DWARF go to a .debug file in --debug-dir, not shipped
+     (build/wheels/debug; the module keeps a .gnu_debuglink to it).
   4. Packed with the pure-Python files (setup.py build_py) and the metadata setuptools writes
      (prepare_metadata_for_build_wheel) as <name>-cpXY-cpXY-manylinux_2_17_<arch>.
-     manylinux2014_<arch>.whl; `auditwheel show` must call it manylinux_2_17, and the module may
-     need no library but glibc's.
+     manylinux2014_<arch>.whl; `auditwheel show` must call it manylinux_2_17, the module may
+     need no library but glibc's, and import no unversioned symbol but CPython's.
 
 check, for each wheel and each interpreter given that can run it: a fresh venv, `pip install`
 of the wheel (pip decides whether the tags fit), then `python -m spprof -o x.speedscope.json -c
-<workload>` run from outside the source tree; the profile must name the workload's function
-in enough samples, and `spprof._ext` must be the wheel's. Interpreters: host CPythons
-(--python), Debian bullseye's CPython 3.9 on its own glibc 2.31 (--bullseye), and an arm64
-CPython under qemu-user (--cross). Any failure exits non-zero.
+<workload>`, plain and with --native, run from outside the source tree; each profile must name
+the workload's function in enough samples, and `spprof._ext` must be the wheel's.
+Interpreters: host CPythons (--python), Debian bullseye's CPython 3.9 on its own glibc 2.31
+(--bullseye), and an arm64 CPython under qemu-user (--cross). Any failure exits non-zero.
 """
 
 from __future__ import annotations
