@@ -1,10 +1,16 @@
 # spprof developer entry points. `make demo` and `make test` are the README's two commands.
 SHELL := /bin/bash
 PYENV_ROOT ?= $(HOME)/.pyenv
-# Every CPython 3.9-3.13 pyenv has (newest patch of each minor), else whatever python3 is.
-PYTHONS ?= $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
+# Every CPython 3.9-3.13 pyenv has (newest patch of each minor); without pyenv, python3 and
+# every python3.9 ... python3.15 on PATH (one per distinct interpreter).
+PYENV_PYTHONS := $(shell for m in 3.9 3.10 3.11 3.12 3.13; do \
              ls -d $(PYENV_ROOT)/versions/$$m.* 2>/dev/null | grep -E "/$$m\.[0-9]+$$" | sort -V | tail -n 1; \
            done | sed 's|$$|/bin/python|')
+PATH_PYTHONS = $(shell for p in python3 python3.9 python3.10 python3.11 python3.12 python3.13 python3.14 python3.15; do \
+             command -v $$p >/dev/null && $$p -c 'import sys; sys.version_info >= (3, 9) and \
+               print("%d.%d" % sys.version_info[:2], sys.executable)' 2>/dev/null; \
+           done | awk '!seen[$$1]++ {print $$2}')
+PYTHONS ?= $(if $(strip $(PYENV_PYTHONS)),$(PYENV_PYTHONS),$(PATH_PYTHONS))
 # CPython 3.14 and 3.15 are not in pyenv here: Debian's packages (unstable), unpacked into a
 # sysroot under build/ by `make pythons-debian` and run through the sysroot's own loader.
 # DEBIAN_PYTHONS= leaves them out; the sysroot is amd64, so other machines leave them out too.
@@ -44,14 +50,16 @@ NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: demo test print-pythons pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean
+.PHONY: demo test print-pythons pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean \
+        wheels wheels-all wheels-check
 
 # Install spprof for the default interpreter and profile the bundled example.
 demo:
 	@set -e; v=$(VENVS)/demo; \
 	[ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
-	$$v/bin/python -m pip install -q --upgrade pip setuptools wheel >/dev/null; \
-	$$v/bin/python -m pip install -q . ; \
+	$$v/bin/python -c 'import setuptools, wheel, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)' 2>/dev/null || \
+	  $$v/bin/python -m pip install -q --upgrade "setuptools>=77" wheel >/dev/null; \
+	$$v/bin/python -m pip install -q --no-build-isolation . ; \
 	$$v/bin/python -m spprof -o demo.speedscope.json examples/threads_demo.py
 
 # Native unit tests, then the Python suite on every interpreter, warnings as errors.
@@ -190,11 +198,53 @@ ARM64_QUICK_TESTS := test_native.py test_torture.py test_wall.py test_threads.py
 test-arm64-quick:
 	@$(arm64_env); cd tests && ../$(ARM64_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(ARM64_QUICK_TESTS)
 
+# manylinux2014 wheels (docs/portability.md, "Wheels"), built by tools/wheels.py with zig for
+# glibc 2.17, no container: `make wheels` builds CPython 3.9 and 3.12 x86_64 and the arm64
+# sysroot's 3.11 into dist/ (symbols kept in build/wheels/debug/), runs `auditwheel show` on
+# each, then installs each one and records a profile with it: on those interpreters, on Debian
+# bullseye's CPython 3.9 on its own glibc 2.31, and the arm64 wheel under qemu-user.
+# `make wheels-all` does the same for every interpreter `make test` uses (3.9-3.15).
+# `make wheels-check` reruns the second half on what dist/ holds (every wheel there must find an
+# interpreter: after wheels-all, give WHEEL_PYTHONS="$$(make -s print-pythons)").
+WHEEL_TOOLS := ziglang==0.17.0 auditwheel==6.8.2 pyelftools==0.33 setuptools==84.2.1
+WHEEL_TOOLS_VENV := build/wheel-tools
+WHEEL_TOOLS_PY ?= $(or $(wildcard $(PYENV_ROOT)/versions/3.12.*/bin/python),$(PYTHON))
+WHEEL_PYTHONS ?= $(foreach m,3.9 3.12,$(firstword $(filter $(PYENV_ROOT)/versions/$(m).%,$(PYENV_PYTHONS))))
+WHEELS_DIR := dist
+BULLSEYE_SYSROOT := build/sysroot/bullseye-amd64
+WHEEL_CROSS := aarch64:$(ARM64_SYSROOT):3.11
+
+define wheel_setup
+set -e; t=$(WHEEL_TOOLS_VENV)/bin/python; \
+[ "$$(cat $(WHEEL_TOOLS_VENV)/.tools 2>/dev/null)" = "$(WHEEL_TOOLS)" ] || { rm -rf $(WHEEL_TOOLS_VENV); \
+  $(firstword $(WHEEL_TOOLS_PY)) -m venv $(WHEEL_TOOLS_VENV) && $$t -m pip install -q $(WHEEL_TOOLS) \
+  && echo "$(WHEEL_TOOLS)" > $(WHEEL_TOOLS_VENV)/.tools; }; \
+case "$(WHEEL_PYTHONS)" in *$(DEBIAN_SYSROOT)*) $(MAKE) --no-print-directory pythons-debian ;; esac; \
+$(PYTHON) tests/tools/debian_sysroot.py --suite bookworm --arch arm64 --dest $(ARM64_SYSROOT) \
+  python3.11 libpython3.11-dev libstdc++6; \
+$(ARM64_HOST_PY) -m compileall -q -j 2 $(ARM64_SYSROOT)/usr/lib/python3.11 >/dev/null || true; \
+$(PYTHON) tests/tools/debian_sysroot.py --suite bullseye --arch amd64 --dest $(BULLSEYE_SYSROOT) \
+  python3.9 python3.9-venv
+endef
+WHEEL_CHECK = $$t tools/wheels.py check $(foreach p,$(WHEEL_PYTHONS),--python $(p)) \
+  --bullseye $(BULLSEYE_SYSROOT) --cross $(WHEEL_CROSS) --wheels $(WHEELS_DIR)
+
+wheels:
+	@$(wheel_setup); rm -rf $(WHEELS_DIR); \
+	$$t tools/wheels.py build $(foreach p,$(WHEEL_PYTHONS),--python $(p)) --cross $(WHEEL_CROSS) --out $(WHEELS_DIR); \
+	$(WHEEL_CHECK)
+
+wheels-all:
+	@$(MAKE) --no-print-directory wheels WHEEL_PYTHONS="$(PYTHONS)"
+
+wheels-check:
+	@$(wheel_setup); $(WHEEL_CHECK)
+
 # ruff, then mypy --strict on src/spprof (its settings: pyproject.toml [tool.mypy]).
 lint:
 	@v=$(VENVS)/lint; [ -x $$v/bin/ruff ] && [ -x $$v/bin/mypy ] || { [ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
 	  $$v/bin/python -m pip install -q $(RUFF) $(MYPY); }; \
-	$$v/bin/ruff check src tests benchmarks examples && $$v/bin/ruff format --check src tests benchmarks examples && \
+	$$v/bin/ruff check src tests benchmarks examples tools && $$v/bin/ruff format --check src tests benchmarks examples tools && \
 	$$v/bin/mypy
 
 darwin-check:
@@ -205,7 +255,7 @@ print-pythons:
 	@for py in $(PYTHONS); do echo $$py; done
 
 clean:
-	rm -rf build $(VENVS) src/spprof/*.so demo.speedscope.json
+	rm -rf build dist $(VENVS) src/spprof/*.so demo.speedscope.json
 
 # Benchmarks (docs/performance.md). One venv; the other profilers are optional: a column whose
 # tool is missing (or, for py-spy and Austin, cannot ptrace here) is skipped and says why.

@@ -13,11 +13,13 @@ by the Makefile and CI):
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 EXT_DIR = Path("src") / "spprof" / "_ext"
@@ -78,8 +80,41 @@ if _flag("SPPROF_SANITIZE"):
     ]
     compile_args += san
     link_args += san
+libraries: list[str] = []
 if sys.platform.startswith("linux"):
     link_args += ["-pthread"]
+    # glibc < 2.34 (Ubuntu 20.04, Debian 11, RHEL 8, manylinux2014) keeps timer_create & co. in
+    # librt: without it the module fails at import with "undefined symbol: timer_create". On
+    # newer glibc librt is an empty stub, so linking it costs nothing.
+    libraries += ["rt"]
+
+
+class BuildExt(build_ext):
+    """build_ext that says which package to install when there is no C++ compiler."""
+
+    def build_extensions(self) -> None:
+        # The compile and link commands setuptools will run for a C++ extension (names vary
+        # across setuptools releases; absent ones are skipped).
+        commands = [
+            getattr(self.compiler, name, None)
+            for name in ("compiler_so_cxx", "compiler_cxx", "compiler_so", "linker_so_cxx")
+        ]
+        missing = [cmd[0] for cmd in commands if cmd and shutil.which(cmd[0]) is None]
+        if missing:
+            cxx = missing
+            hint = (
+                "xcode-select --install"
+                if sys.platform == "darwin"
+                else "Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; "
+                "Alpine: apk add g++"
+            )
+            raise SystemExit(
+                f"spprof: no C++ compiler found ({cxx[0]!r} is not on PATH). spprof's native "
+                "core is C++17 and is compiled when no wheel matches this platform. Install one "
+                f"({hint}), or set CXX to a C++17 compiler, then install spprof again."
+            )
+        super().build_extensions()
+
 
 setup(
     # Separate build trees per target (make test, test-asan, bench) so that concurrent builds
@@ -93,7 +128,9 @@ setup(
             include_dirs=[str(EXT_DIR)],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
+            libraries=libraries,
             language="c++",
         )
     ],
+    cmdclass={"build_ext": BuildExt},
 )

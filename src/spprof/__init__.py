@@ -14,8 +14,9 @@ from typing import Any
 from ._load import ProfileFormatError, load
 from ._model import Frame, FunctionStats, Sample, ThreadInfo, ThreadRecord
 from ._profile import Profile
-from ._session import Profiler, __version__, is_active, profile, start, stats, stop
+from ._session import Profiler, is_active, profile, start, stats, stop
 from ._stats import SessionStats
+from ._version import __version__
 
 __all__ = [
     "Frame",

@@ -24,9 +24,8 @@ from ._config import SessionConfig, ValidConfig
 from ._model import Sample
 from ._profile import Profile
 from ._stats import SessionStats
+from ._version import __version__
 from .output import PathLike, write
-
-__version__ = "0.1.0"
 
 F = TypeVar("F", bound=Callable[..., Any])
 

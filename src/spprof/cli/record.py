@@ -32,7 +32,7 @@ from typing import Any, Optional, TypeVar
 from .. import _debug, _exit_calls, _ext, _session
 from .._config import SessionConfig
 from .._model import Frame, ProfileData
-from .._session import __version__
+from .._version import __version__
 from ..output import FORMATS, check_format, check_writable, guess_format, write
 from ..output.report import summary
 from .errors import EXIT_USAGE, CliError, Parser, error_exit
