@@ -13,6 +13,7 @@ by the Makefile and CI):
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -50,6 +51,25 @@ def _sources() -> list[str]:
 def _headers() -> list[str]:
     # setuptools only rebuilds when a listed file changed: list every header.
     return sorted(str(p.relative_to(HERE)) for p in (HERE / EXT_DIR).rglob("*.h"))
+
+
+def _long_description() -> str:
+    """README.md with its relative links and images made absolute against [project.urls] Source,
+    so that they work on PyPI too: the one place a maintainer writes the address."""
+    readme = (HERE / "README.md").read_text(encoding="utf-8")
+    match = re.search(r'^Source\s*=\s*"([^"]+)"', (HERE / "pyproject.toml").read_text(), re.M)
+    if match is None:
+        return readme
+    source = match.group(1).rstrip("/")
+
+    def absolute(m: re.Match[str]) -> str:
+        bang, text, target = m.group(1), m.group(2), m.group(3)
+        if re.match(r"[a-z][a-z0-9+.-]*:|#", target):  # already absolute, or an anchor
+            return m.group(0)
+        kind = "raw" if bang else "blob"
+        return f"{bang}[{text}]({source}/{kind}/main/{target})"
+
+    return re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", absolute, readme)
 
 
 def _flag(name: str) -> bool:
@@ -117,6 +137,8 @@ class BuildExt(build_ext):
 
 
 setup(
+    long_description=_long_description(),
+    long_description_content_type="text/markdown",
     # Separate build trees per target (make test, test-asan, bench) so that concurrent builds
     # for the same interpreter never share object files.
     options={"build": {"build_base": os.environ.get("SPPROF_BUILD_BASE", "build")}},

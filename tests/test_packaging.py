@@ -4,6 +4,7 @@ anywhere")."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import tarfile
 from importlib import metadata
@@ -100,3 +101,15 @@ def test_cli_version_is_the_package_version() -> None:
     r = run_python("-m", "spprof", "--version")
     assert r.returncode == 0
     assert r.stdout.strip() == f"spprof {spprof.__version__}"
+
+
+def test_long_description_links_work_on_pypi() -> None:
+    """PyPI shows the README without the repository around it: every link and image in the
+    installed long description is absolute."""
+    meta = metadata.metadata("spprof")
+    body = meta.get_payload() or meta["Description"] or ""
+    assert "pip install spprof" in body
+    targets = re.findall(r"\]\(([^)\s]+)\)", body)
+    assert len(targets) >= 10
+    relative = [t for t in targets if not re.match(r"https?://", t)]
+    assert relative == []
