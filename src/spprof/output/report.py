@@ -89,10 +89,7 @@ def rate_cause(stats: Mapping[str, Any]) -> str:
     overruns = stats.get("timer_overruns") or 0
     owed = stats.get("thread_end_expiries") or 0
     if owed and owed >= overruns:
-        return (
-            f"{owed:,} timer expiries fell due in threads' last stretch before a scheduler tick "
-            "(short threads); thread-end samples carry them"
-        )
+        return f"short threads: {owed:,} expiries fell due after their last tick"
     if overruns > 0.2 * signals:
         return "the kernel tick (CONFIG_HZ) fires fewer signals; overruns keep the weights"
     return "threads that ran less than an interval or had no timer of their own (see stats())"
