@@ -130,3 +130,18 @@ def test_bootstrap_interval_brackets_the_median():
     med, lo, hi = ab.bootstrap_median(values, random.Random(3), 500)
     assert lo <= med <= hi
     assert lo > min(values) and hi < max(values)
+
+
+@pytest.mark.parametrize("module", ["accuracy_short", "accuracy_gc"])
+def test_accuracy_benchmarks_run_and_report_every_profiler(module: str, capsys):
+    """The accuracy benchmarks at a tiny size, so they never rot: every row of the table is
+    filled (a profiler that is not installed says so in its row)."""
+    import importlib
+
+    mod = importlib.import_module(f"benchmarks.{module}")
+    args = ["--rounds", "1"] + (
+        ["--scale", "0.1"] if module == "accuracy_short" else ["--seconds", "0.3"]
+    )
+    assert mod.main(args) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
+    assert table and all("| spprof |" not in row or "%" in row for row in table)
