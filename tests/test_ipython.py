@@ -151,3 +151,37 @@ def test_an_exception_in_the_cell_is_the_cells_and_the_profile_is_still_shown():
     assert not out["ok"] and "ValueError('from the cell')" in out["error"]
     assert "burn_then_fail" in _page(out["html"][0])
     assert out["again"]
+
+
+def test_the_flame_graph_is_shown_without_a_warning_and_as_text_where_html_cannot_be():
+    out = _run(
+        """
+        import warnings
+        warnings.simplefilter("error")  # IPython's HTML() warned on every <iframe page
+        with capture_output() as cap:
+            res = shell.run_cell("%%spprof -q -i 1\\nsum(range(100000))\\n")
+        plain = [o.data.get("text/plain", "") for o in cap.outputs]
+        print(json.dumps({"ok": res.success, "error": repr(res.error_in_exec), "plain": plain}))
+        """
+    )
+    assert out["ok"], out["error"]
+    [plain] = out["plain"]
+    assert plain.startswith("spprof: ") and "samples" in plain, plain
+    assert "IPython.core.display" not in plain
+
+
+def test_terminal_ipython_prints_text_not_an_html_object_repr():
+    cell = "%%spprof -q -i 1\\nsum(range(100000))\\n"
+    r = run_python(
+        "-m",
+        "IPython",
+        "--quick",
+        "--no-banner",
+        "--colors=NoColor",
+        "-c",
+        f"get_ipython().run_line_magic('load_ext', 'spprof'); get_ipython().run_cell('{cell}')",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "spprof: " in r.stdout and "the flame graph shows in a notebook" in r.stdout, r.stdout
+    assert "<IPython.core.display.HTML object>" not in r.stdout
+    assert "Warning" not in r.stderr, r.stderr

@@ -7,6 +7,9 @@
 
 or `python -m spprof script.py`; in IPython / Jupyter `%load_ext spprof`, then `%%spprof`.
 See docs/usage.md.
+
+PYTEST_DONT_REWRITE: `spprof -m pytest` imports this package before pytest loads its plugin
+(spprof.pytest_plugin); this marker tells pytest not to warn that it cannot rewrite it.
 """
 
 from typing import Any

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any, Callable, Optional, TypeVar
 
-from . import _debug, _exit_calls, _ext
+from . import _debug, _exit_calls, _ext, _stderr
 from ._config import SessionConfig, ValidConfig
 from ._model import Sample
 from ._profile import Profile
@@ -58,9 +58,29 @@ def _package_files(*names: str) -> frozenset[str]:
     return frozenset(os.path.join(here, n) for n in names)
 
 
+def _getcwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # started in a directory that is gone
+        return ""
+
+
+# The working directory spprof was imported in: relative code file names are relative to it.
+_START_CWD = _getcwd()
+
+
+def absolute_path(name: str) -> str:
+    """os.path.abspath(name), also when the current directory no longer exists (a program may
+    end in a directory it deleted): a relative name is then taken from where spprof started."""
+    try:
+        return os.path.abspath(name)
+    except OSError:
+        return os.path.normpath(os.path.join(_START_CWD, name)) if _START_CWD else name
+
+
 def _frame_in(frame: Any, files: frozenset[str]) -> bool:
     name = frame.filename
-    return name in files or (not name.startswith("<") and os.path.abspath(name) in files)
+    return name in files or (not name.startswith("<") and absolute_path(name) in files)
 
 
 # spprof's Python code that runs while timers are armed: start/stop, the thread hook, the
@@ -295,7 +315,7 @@ def _on_exit_signal(signum: int) -> None:
             try:
                 stop()
             except Exception as exc:
-                print(f"spprof: could not write the profile: {exc}", file=sys.stderr)
+                _stderr.say(f"spprof: could not write the profile: {exc}")
 
 
 def is_active() -> bool:
@@ -414,7 +434,7 @@ def _stop_at_exit() -> None:
         try:
             _stop_and_write()
         except Exception as exc:
-            print(f"spprof: could not write the profile at exit: {exc}", file=sys.stderr)
+            _stderr.say(f"spprof: could not write the profile at exit: {exc}")
     _uncover_exits()  # not holding _stopping: the runner may need it to finish
 
 

@@ -7,7 +7,8 @@ Options are words separated by spaces (no shell quoting), and the statement afte
 run exactly as typed. They are the command line's (cli.record.add_session_options: -i/-r,
 --mode, --timer, --idle, --gil, --native, --max-overhead, -o/-f, --top, -q). The code runs in
 the user's namespace under the profiler; the HTML flame graph (output.html) is then shown
-inline, in an iframe so that its page and the notebook's styles and scripts stay apart. -o
+inline, in an iframe so that its page and the notebook's styles and scripts stay apart, with
+a line of text in its place where HTML cannot be shown (terminal IPython). -o
 also writes the profile to a file, in the format its suffix (or -f) names. The summary is
 printed unless -q.
 
@@ -70,6 +71,12 @@ def inline_html(page: bytes) -> str:
         f'<iframe srcdoc="{doc}" style="width:100%;height:{IFRAME_HEIGHT_PX}px;border:0" '
         'sandbox="allow-scripts"></iframe>'
     )
+
+
+def plain_text(samples: int, written: str) -> str:
+    """What a frontend that cannot show HTML (terminal IPython) shows instead of the flame graph."""
+    where = f"the profile is in {written}" if written else "-o FILE.html writes it to a file"
+    return f"spprof: {samples} samples; the flame graph shows in a notebook ({where})"
 
 
 class SpprofMagic:
@@ -137,7 +144,13 @@ class SpprofMagic:
         if not opts.quiet:
             print(summary(kept, top=opts.top, output=written, fmt=fmt, threads_of=profile))
         display = importlib.import_module("IPython.display")
-        display.display(display.HTML(inline_html(html_output.render(kept))))
+        # A raw bundle, not display.HTML: that class warns about any page starting with
+        # <iframe, and a terminal shows its repr; the text is what a frontend without HTML shows.
+        bundle = {
+            "text/html": inline_html(html_output.render(kept)),
+            "text/plain": plain_text(kept.sample_count, written),
+        }
+        display.display(bundle, raw=True)
 
 
 def load_ipython_extension(ipython: Any) -> None:

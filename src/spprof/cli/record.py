@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Optional, TypeVar
 
-from .. import _debug, _exit_calls, _ext, _session
+from .. import _debug, _exit_calls, _ext, _session, _stderr
 from .._config import SessionConfig
 from .._model import Frame, ProfileData
 from .._version import __version__
@@ -330,7 +330,7 @@ def _launcher_files() -> frozenset[str]:
 
 def _is_runner_file(filename: str, files: frozenset[str]) -> bool:
     return filename in files or (
-        not filename.startswith("<") and os.path.abspath(filename) in files
+        not filename.startswith("<") and _session.absolute_path(filename) in files
     )
 
 
@@ -398,9 +398,11 @@ class _Recording:
         fmt: str,
         runner_files: frozenset[str],
         cfg: Any = None,
+        shown_as: str = "",
     ) -> None:
         self._opts = opts
         self._out = out
+        self._shown_as = shown_as  # the output path as the user gave it
         self._fmt = fmt
         self._runner_files = runner_files
         self._cfg = cfg
@@ -418,7 +420,7 @@ class _Recording:
         with self._lock:
             if self._cfg is None or _session.is_active():
                 return
-            _session.start_checked(self._cfg, progress=not self._opts.quiet and sys.stderr.isatty())
+            _session.start_checked(self._cfg, progress=not self._opts.quiet and _stderr.is_tty())
             _session.arm_exit_dump(self._out, self._fmt)
             self._carried, self._done = self._last, False
 
@@ -435,7 +437,7 @@ class _Recording:
         try:
             self.finish()
         except BaseException as exc:  # the process ends either way: say why there is no profile
-            print(f"spprof: error: could not write the profile: {exc!r}", file=sys.stderr)
+            _stderr.say(f"spprof: error: could not write the profile: {exc!r}")
 
     def _write(self) -> bool:
         opts = self._opts
@@ -453,16 +455,13 @@ class _Recording:
         try:
             written = write(profile, self._out, self._fmt, thread_roots=opts.threads)
         except OSError as exc:
-            print(
-                # The OSError names the output path (output.write says so), not a temp file.
-                f"spprof: error: could not write the profile: {exc}",
-                file=sys.stderr,
-            )
+            # The OSError names the output path (output.write says so), not a temp file.
+            _stderr.say(f"spprof: error: could not write the profile: {exc}")
             return False
         if not opts.quiet:
-            print(
-                summary(profile, top=opts.top, output=str(written), fmt=self._fmt, threads_of=full),
-                file=sys.stderr,
+            shown = self._shown_as or str(written)
+            _stderr.say(
+                summary(profile, top=opts.top, output=shown, fmt=self._fmt, threads_of=full)
             )
         return True
 
@@ -481,8 +480,10 @@ def record(argv: list[str]) -> int:
             return EXIT_USAGE
         check_session_options(opts)
         fmt = output_format(opts.format, opts.output)
-        out = Path(opts.output) if opts.output else _default_output(kind, target, fmt)
-        check_writable(out)
+        given = Path(opts.output) if opts.output else _default_output(kind, target, fmt)
+        # Absolute from here on: the program may chdir (or delete its directory) before the
+        # profile is written at its end.
+        out = check_writable(given)
         # Every session option is checked before the program runs (too late at start() for
         # -m); the output path above is the CLI's own (it writes the profile itself).
         cfg = session_config(opts, fmt)
@@ -491,7 +492,7 @@ def record(argv: list[str]) -> int:
     except (CliError, ValueError, NotImplementedError, OSError) as exc:
         return error_exit(exc)
 
-    recording = _Recording(opts, out, fmt, _RUNNER_FILES | launcher, cfg)
+    recording = _Recording(opts, out, fmt, _RUNNER_FILES | launcher, cfg, str(given))
     try:
         _ext._watch_exit_signals(recording.on_exit_signal)
         watching = True
@@ -501,7 +502,7 @@ def record(argv: list[str]) -> int:
     exit_code = 0
     uncaught: Optional[BaseException] = None
     try:
-        _session.start_checked(cfg, progress=not opts.quiet and sys.stderr.isatty())
+        _session.start_checked(cfg, progress=not opts.quiet and _stderr.is_tty())
         _exit_calls.enable(recording.finish, recording.resume)
         if watching:
             _session.arm_exit_dump(out, fmt)
@@ -514,7 +515,7 @@ def record(argv: list[str]) -> int:
             elif isinstance(code, int):
                 exit_code = code
             else:
-                print(code, file=sys.stderr)
+                _stderr.say(str(code))
                 exit_code = 1
         except BaseException as exc:  # KeyboardInterrupt too: Python ends the process below
             uncaught = exc
@@ -527,4 +528,6 @@ def record(argv: list[str]) -> int:
     if uncaught is not None:
         _hand_back_to_python(_RUNNER_FILES | launcher)
         raise uncaught
-    return exit_code if written else (exit_code or 1)
+    if not written:  # said on stderr; the exit status stays the program's
+        _debug.debug("the profile could not be written")
+    return exit_code

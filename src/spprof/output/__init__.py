@@ -188,19 +188,35 @@ def _probe(t: _Target) -> None:
         ) from None
     os.close(fd)
     os.unlink(tmp)
+    _check_space(t.path, parent)
+
+
+def _check_space(path: Path, directory: str) -> None:
+    """Raise OSError (ENOSPC) when the filesystem holding `directory` has no free block left
+    for this process: an empty probe file fits there, a profile would not."""
+    try:
+        st = os.statvfs(directory)
+    except (OSError, AttributeError):  # no statvfs (Windows): nothing to check
+        return
+    free = st.f_bfree if os.geteuid() == 0 else st.f_bavail  # root may use the reserve
+    if st.f_blocks > 0 and free == 0:
+        raise OSError(
+            errno.ENOSPC, f"output path {path}: no space left on the filesystem of {directory}"
+        )
 
 
 def check_writable(path: PathLike) -> Path:
     """Raise OSError now, naming `path`, if a profile could not be written there later.
 
     Checks what `write` will do: for a regular or new file, a probe file is created and
-    removed in the directory that will hold the temporary file; a device or /proc file is
-    opened for writing and closed; a FIFO is checked by its permission bits only.
-    Returns `path` with ~ expanded.
+    removed in the directory that will hold the temporary file, and that filesystem must
+    have free space; a device or /proc file is opened for writing and closed; a FIFO is
+    checked by its permission bits only. Returns `path` with ~ expanded, made absolute: the
+    program may change its working directory before the profile is written.
     """
     t = _target(path)
     _probe(t)
-    return t.path
+    return Path(os.path.abspath(t.path))
 
 
 # Formats that merge threads unless asked to keep each as its root frame (py-spy's --threads);
@@ -248,7 +264,8 @@ def write(profile: ProfileData, path: PathLike, fmt: str, thread_roots: bool = F
 
     A regular or new file (or one a symlink points at) is replaced atomically: a temporary
     file beside it, then a rename. A new file gets the umask's mode, as `open(path, "w")`
-    would give it; an existing one keeps its permission bits. Devices, FIFOs, sockets and
+    would give it; an existing one keeps its permission bits (one that may be written but not
+    replaced, such as another user's file in /tmp, is written into). Devices, FIFOs, sockets and
     files under /proc, /sys and /dev/fd are opened and written into. Errors are OSError
     naming `path`, never the temporary file.
     """
@@ -257,7 +274,14 @@ def write(profile: ProfileData, path: PathLike, fmt: str, thread_roots: bool = F
     _probe(t)
     try:
         if t.kind == "replace":
-            _replace(t.real, data, t.mode)
+            try:
+                _replace(t.real, data, t.mode)
+            except PermissionError:
+                # An existing file we may write but not replace (another user's world-writable
+                # file in a sticky directory such as /tmp): written into, as open(path, "w").
+                if t.mode is None or not os.access(t.real, os.W_OK):
+                    raise
+                _write_through(t.real, data)
         else:
             _write_through(t.real, data)
     except OSError as exc:

@@ -30,7 +30,7 @@ def _short_path(path: str, width: int) -> str:
         rel = os.path.relpath(path)
         if not rel.startswith(".."):
             path = rel
-    except ValueError:
+    except (ValueError, OSError):  # OSError: the current directory was deleted
         pass
     if len(path) <= width:
         return path
@@ -229,6 +229,8 @@ def _left_out_note(profile: ProfileData, kept: int, left_out: int) -> str:
     return f"  {kept} in the profile, {left_out} left out (samples of {what}" + (
         f"; {how} keeps them)" if how else ")"
     )
+
+
 def cpu_balance_line(stats: Mapping[str, Any]) -> Optional[str]:
     """One line: the process's CPU time beside the profile's and where the rest went
     (docs/usage.md, "The CPU balance"); None when the profile has no balance (older files)."""
