@@ -9,6 +9,7 @@ Linux only: macOS's Mach sampler attaches Python threads only (stats()["os_threa
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -116,7 +117,9 @@ def test_python_thread_blocking_the_signal_is_named_and_not_idle(lib, mode):
     assert t["entries"] == 1 and t["names"] == ["masked"]
     assert t["signal_blocked"] == [True]
     assert within(t["cpu_ns"][0], out["truth_ns"], 0.10), (t["cpu_ns"], out["truth_ns"])
-    assert t["idle_ns"] <= 0.15 * out["truth_ns"], t  # only the census ticks before the check
+    # Wall mode: only the census ticks before the drain's check (a pass or two, 250 ms each)
+    # wrote idle records for it (measured 0-60 ms of 600 on a loaded VM); old code: 96 %.
+    assert t["idle_ns"] <= 0.3 * out["truth_ns"], t
     s = out["stats"]
     assert within(s["cpu_signal_blocked_ns"], out["truth_ns"], 0.10), s
 
@@ -171,10 +174,10 @@ def test_cpu_balance_line_in_summary_and_report(tmp_path):
 
 
 def test_openblas_threads_are_accounted(lib):
-    np = pytest.importorskip(
-        "numpy", reason="no numpy wheel for this interpreter (Makefile DEV_DEPS)"
-    )
-    del np
+    # find_spec, not import: importing numpy here would start OpenBLAS's pool in the test
+    # process, where later tests count the threads they sample.
+    if importlib.util.find_spec("numpy") is None:
+        pytest.skip("no numpy wheel for this interpreter (Makefile DEV_DEPS)")
     out = run_case(lib, "numpy", env={"OPENBLAS_NUM_THREADS": "2"}, seconds=1.5)
     s = out["stats"]
     assert s["threads_native_only"] >= 1, out  # OpenBLAS's worker, no Python state

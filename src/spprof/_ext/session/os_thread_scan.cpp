@@ -58,14 +58,20 @@ bool SessionThreads::scan_os_threads() {
     python_tids.reserve(python_by_tid_.size());
     for (const auto& kv : python_by_tid_) python_tids.push_back(kv.first);
     std::sort(python_tids.begin(), python_tids.end());
+    deferred_next_.clear();
     for (const OsThread& t : os_found_) {
         if (live_by_tid_.count(t.tid) != 0 || std::binary_search(python_tids.begin(), python_tids.end(), t.tid) ||
             ended_tids_.count(t.tid) != 0 || own_thread(t.tid))
             continue;
+        if (pending_states_ > 0 && deferred_.count(t.tid) == 0) {
+            deferred_next_.insert(t.tid);  // maybe a threading.Thread starting: next pass
+            continue;
+        }
         const uint64_t ticks = platform_thread_start_ticks(t.tid);
         if (ticks == 0) continue;  // ended meanwhile
         register_native(t.tid, ticks);
     }
+    deferred_.swap(deferred_next_);
     // A live thread whose CPU time moved with no capture at all may block the signal.
     for (const auto& kv : live_by_tstate_) check_signal_mask(kv.second);
     for (const auto& kv : live_by_tid_) check_signal_mask(kv.second);

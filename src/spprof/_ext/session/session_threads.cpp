@@ -238,11 +238,19 @@ void SessionThreads::read_thread_list(PyThreadState* exclude) {
     // Calls nothing that can let the GIL go, so the chain it follows stays linked.
     PyInterpreterState* interp = PyThreadState_Get()->interp;
     found_.clear();
+    pending_states_ = 0;
     for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr;
          ts = PyThreadState_Next(ts)) {
-        if (ts == exclude || !tstate_bound(ts)) continue;  // ours, or not its thread's yet
+        if (ts == exclude) continue;  // ours
+        if (!tstate_bound(ts)) {  // not its thread's yet
+            ++pending_states_;
+            continue;
+        }
         const uint64_t tid = tstate_native_tid(ts);
-        if (tid == 0) continue;  // native id not written yet: next scan
+        if (tid == 0) {  // native id not written yet: next scan
+            ++pending_states_;
+            continue;
+        }
         found_.push_back(FoundState{ts, ts->thread_id, tid});
     }
 }
@@ -451,7 +459,7 @@ size_t SessionThreads::memory_bytes() const {
            (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
            ring_pool_.capacity() * sizeof(ring_pool_[0]) +
            (live_by_tstate_.size() + live_by_tid_.size() + python_by_tid_.size() + refused_.size()) * 4 * sizeof(void*) +  // a node and a bucket each
-           os_found_.capacity() * sizeof(OsThread) + ended_tids_.size() * 4 * sizeof(void*);
+           os_found_.capacity() * sizeof(OsThread) + (ended_tids_.size() + deferred_.size() + deferred_next_.size()) * 4 * sizeof(void*);
 }
 
 void SessionThreads::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {

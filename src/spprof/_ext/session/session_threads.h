@@ -175,6 +175,11 @@ private:
     // OS scan's pass then: the OS thread outlives its state by a moment, and must not come back
     // as a new native-only thread. Forgotten two passes later.
     std::unordered_map<uint64_t, uint64_t> ended_tids_;
+    // States the last thread-list reading skipped (a thread being started: its OS thread
+    // exists, its state is not bound yet). While there are any, a new tid waits one pass
+    // before it becomes native-only: it may be that thread (deferred_: the ones waiting).
+    size_t pending_states_ = 0;
+    std::unordered_set<uint64_t> deferred_, deferred_next_;
     uint64_t os_passes_ = 0;
     bool os_scan_supported_ = true;
     bool window_open_ = false;
