@@ -605,7 +605,9 @@ def test_summary_idle_column_in_wall_mode_without_idle(tmp_path):
 
 def test_summary_of_a_run_without_samples_is_one_line(tmp_path):
     out = tmp_path / "p.spprof"
-    r = run_python("-m", "spprof", "-o", str(out), "-c", "pass")
+    # A 1 s interval: the timers' random phase samples even `pass` with probability (its CPU
+    # time) / interval, a few in a thousand here.
+    r = run_python("-m", "spprof", "-i", "1000", "-o", str(out), "-c", "pass")
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
     assert lines[0].startswith("spprof: no samples over ")

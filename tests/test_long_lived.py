@@ -49,9 +49,10 @@ def test_thread_per_request_server_is_still_profiled_after_70000_threads():
     assert out["worker_ns"] >= 0.8e9, out["worker_ns"]
     assert st["threads_seen"] >= 70_001
     assert st["threads_refused"] == 0
-    # The short threads ended unsampled: not listed, but counted.
-    assert st["threads_unsampled"] >= 69_000, st["threads_unsampled"]
-    assert out["threads"] < 1_000, out["threads"]
+    # Most short threads ended unsampled: not listed, but counted. (Each is sampled with
+    # probability its CPU time / interval, the timers' random phase: about 1-2 % here.)
+    assert st["threads_unsampled"] >= 63_000, st["threads_unsampled"]
+    assert out["threads"] < 3_000, out["threads"]  # the sampled ones, listed
     # Per-thread memory is counted, and bounded by the threads alive (rings count at their full
     # 256 KiB; ended threads wait for the next drain pass, 250 ms), not by those seen: 70,000
     # x 4.4 KB was 300 MB.

@@ -153,7 +153,10 @@ def test_cpu_balance_adds_up(lib):
     )
     assert parts + s["cpu_unaccounted_ns"] == process
     assert abs(s["cpu_unaccounted_ns"]) <= 0.05 * process, s
-    assert s["cpu_profile_ns"] >= 0.85 * process, s
+    # The C threads are found by the next drain pass (every 250 ms): what each ran before is
+    # named as such, at most a pass and a little; the profile holds the rest.
+    assert s["cpu_before_found_ns"] <= 2 * 0.3e9, s
+    assert s["cpu_profile_ns"] + s["cpu_before_found_ns"] >= 0.85 * process, s
 
 
 def test_cpu_balance_line_in_summary_and_report(tmp_path):

@@ -84,7 +84,9 @@ def main() -> None:
             s.timestamp_ns,
         )
         for s in p.get_samples()
-        if s.native_thread_id == main_tid
+        # A thread-end sample (the expiries owed at stop) is no capture: it repeats the last
+        # stack, <GC> or not, and samples_in_gc counts captures.
+        if s.native_thread_id == main_tid and not s.thread_end
     ]
     stats = p.profile.stats
     print(
