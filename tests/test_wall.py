@@ -232,7 +232,11 @@ def test_fast_rate_blocked_threads_cost_one_census_per_10ms_and_no_signals():
     line = w.line_of(sleeper, "NAP_LINE")
     on_line = [s for s in mine if s.frames and s.frames[-1].lineno == line]
     assert sum(s.weight_ns for s in on_line) >= 0.9e9, len(on_line)
-    assert all(s.idle for s in on_line)
+    # Idle, but for at most two on-CPU expiries (1 ms each): the random timer phase can put one
+    # in the thread's few hundred microseconds of CPU, noticed at a tick as it enters the sleep,
+    # and an expiry owed at its end goes to its last stack (a thread-end sample).
+    busy = [s for s in on_line if not s.idle]
+    assert len(busy) <= 2 and sum(s.weight_ns for s in busy) <= 2_000_000, busy
     assert 80 <= len(mine) <= 115, len(mine)  # ~100 censuses, not ~1,000 ticks
     assert st["wall_ticks"] <= 1.2 * 100 * p.profile.duration_ns / 1e9, st["wall_ticks"]
     # The main thread (joining) and the sleeper are asked for their stacks at most a few

@@ -73,7 +73,7 @@ ExitSignalWatcher* ExitSignalWatcher::start(PyObject* callback, Error* err) {
     *err = platform_exit_signals_install();
     if (!err->ok()) return nullptr;
     auto* w = new ExitSignalWatcher(callback);
-    if (pthread_create(&w->thread_, nullptr, &ExitSignalWatcher::thread_main, w) != 0) {
+    if (own_thread_create(&w->thread_, &ExitSignalWatcher::thread_main, w) != 0) {
         *err = Error::runtime("could not start the exit-signal watcher thread");
         platform_exit_signals_remove();
         delete w;
@@ -123,7 +123,7 @@ void ExitSignalWatcher::handle(int signo) {
     if (!Py_IsInitialized()) platform_die_by_signal(signo);
     Handoff h(signo, callback_);
     pthread_t runner;
-    if (pthread_create(&runner, nullptr, &run_callback, &h) == 0) {
+    if (own_thread_create(&runner, &run_callback, &h) == 0) {
         pthread_detach(runner);
         std::unique_lock<std::mutex> lock(h.mutex);
         if (h.cv.wait_for(lock, kGilDeadline, [&h] { return h.gil_taken; })) {

@@ -2,6 +2,8 @@
 #include "own_threads.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "platform/platform.h"
 
@@ -18,11 +20,41 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "read from any thread"
 
 void own_thread_enter() {
     const uint64_t tid = platform_current_tid();
+    if (own_thread(tid)) return;
     for (auto& slot : g_tids) {
         uint64_t expected = 0;
         if (slot.compare_exchange_strong(expected, tid, std::memory_order_acq_rel)) return;
     }
     g_overflow.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+// What own_thread_create hands its new thread; on the starter's stack, which waits for
+// `entered` before it returns.
+struct OwnStart {
+    void* (*fn)(void*);
+    void* arg;
+    std::atomic<bool> entered{false};
+};
+
+void* own_start_trampoline(void* p) {
+    auto* start = static_cast<OwnStart*>(p);
+    void* (*fn)(void*) = start->fn;
+    void* arg = start->arg;
+    own_thread_enter();
+    start->entered.store(true, std::memory_order_release);  // `start` may be gone after this
+    return fn(arg);
+}
+}  // namespace
+
+int own_thread_create(pthread_t* thread, void* (*fn)(void*), void* arg) {
+    OwnStart start{fn, arg};
+    const int rc = pthread_create(thread, nullptr, &own_start_trampoline, &start);
+    if (rc != 0) return rc;
+    // A created thread runs soon; until it is in the table a scan could take it for the
+    // program's. `start` lives on this stack, so the wait ends only when the thread has read it.
+    while (!start.entered.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    return 0;
 }
 
 void own_thread_leave() {

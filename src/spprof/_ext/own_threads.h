@@ -8,6 +8,8 @@
 // kMaxOwnThreads tids, lock-free: any thread, no GIL, no allocation.
 #pragma once
 
+#include <pthread.h>
+
 #include <cstdint>
 
 namespace spprof {
@@ -17,8 +19,15 @@ namespace spprof {
 // program thread.
 constexpr uint32_t kMaxOwnThreads = 16;
 
-// On the thread itself, before anything else. Any thread, no GIL.
+// On the thread itself, before anything else. Any thread, no GIL. Idempotent: a thread that
+// own_thread_create started is already in.
 void own_thread_enter();
+// Starts one of spprof's threads (pthread_create's contract) and returns once the new thread is
+// in the table (at most 1 s later), so that a scan of the process's threads right after the
+// start never takes it for one of the program's: the scan at a session's start ran before the
+// exit-signal watcher's first instruction and sampled it as a thread of its own ("python").
+// Normal context, no GIL needed.
+int own_thread_create(pthread_t* thread, void* (*fn)(void*), void* arg);
 // On the thread itself, as it ends: its CPU clock is read one last time. Any thread, no GIL.
 void own_thread_leave();
 // True when `tid` is one of spprof's live threads. Any thread.

@@ -22,7 +22,7 @@ void DrainThread::start(uint32_t period_ms, Pass pass, void* arg) {
     pass_ = pass;
     pass_arg_ = arg;
     stop_ = false;
-    if (pthread_create(&thread_, nullptr, &DrainThread::main, this) == 0) {
+    if (own_thread_create(&thread_, &DrainThread::main, this) == 0) {
         started_ = true;
     } else {
         log_warning("could not start the drain thread; samples are drained at stop() only");

@@ -59,7 +59,7 @@ WallSampler::~WallSampler() { stop(); }
 
 Error WallSampler::start() {
     running_.store(true, std::memory_order_release);
-    const int rc = pthread_create(&thread_, nullptr, &WallSampler::thread_main, this);
+    const int rc = own_thread_create(&thread_, &WallSampler::thread_main, this);
     if (rc != 0) {
         running_.store(false);
         return Error::os("could not start the wall-clock sampler thread", rc);
