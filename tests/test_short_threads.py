@@ -51,9 +51,11 @@ def test_short_threads_get_their_true_share_and_the_profile_all_the_cpu(
     true_share = truth["thread_work"] / truth["process_cpu"]
     share = prof["thread_work"] / prof["cpu"]
     assert abs(share - true_share) < 0.05, (share, true_share, d)
-    # Every CPU second of the process over the session is in the samples' weights (spprof's
-    # own drain thread is the only thread not sampled).
-    assert abs(prof["cpu"] / truth["process_cpu"] - 1) < 0.05, d
+    # Every CPU second of the process over the session is in the samples' weights, but for
+    # spprof's own threads (the drain, wall mode's census), which the CPU balance names: under
+    # AddressSanitizer they were 0.2 s of 3.7 s in wall mode.
+    accounted = prof["cpu"] + prof["spprof_threads_cpu"]
+    assert abs(accounted / truth["process_cpu"] - 1) < 0.05, d
 
 
 def test_expiries_owed_at_thread_ends_are_flagged_counted_and_agree_with_the_thread_table(tmp_path):

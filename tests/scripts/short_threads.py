@@ -93,6 +93,8 @@ def main() -> None:
             "thread_table_cpu": sum(t.cpu_ns for t in profile.threads) / 1e9,
             "thread_end_samples": len(ended),
             "thread_end_weight": sum(s.weight_ns for s in ended) / 1e9,
+            # spprof's own threads (drain, wall census): in the process's CPU, never sampled
+            "spprof_threads_cpu": profile.stats.get("cpu_spprof_threads_ns", 0) / 1e9,
         },
         "stats": {
             k: stats.get(k)
