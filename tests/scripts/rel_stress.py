@@ -384,7 +384,13 @@ def cmd_recursion(depth):
     with spprof.Profiler(interval_ms=1) as p:
         w.recurse(depth, 0.3)
     stats = spprof.stats()
-    deep = [s for s in p.get_samples() if s.frames and s.frames[-1].function_name == "spin_inner"]
+    # Captures only: a thread-end sample repeats the last stack and is no capture, which
+    # truncated_stacks counts.
+    deep = [
+        s
+        for s in p.get_samples()
+        if s.frames and s.frames[-1].function_name == "spin_inner" and not s.thread_end
+    ]
     ok = [
         s
         for s in deep

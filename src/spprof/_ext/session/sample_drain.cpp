@@ -6,6 +6,8 @@
 
 #include "sample_drain.h"
 
+#include <algorithm>
+
 #include "../capture/sample_record.h"
 
 namespace spprof {
@@ -33,6 +35,12 @@ void SampleDrain::slot_taken(uint32_t slot) {
     last_flags_[slot] = 0;
     if (last_ts_.size() <= slot) last_ts_.resize(slot + 1, 0);
     last_ts_[slot] = 0;
+    if (cpu_stack_.size() <= slot) {
+        cpu_stack_.resize(slot + 1, kNoStack);
+        cpu_flags_.resize(slot + 1, 0);
+        cpu_ts_.resize(slot + 1, 0);
+    }
+    cpu_stack_[slot] = kNoStack;
 }
 
 void SampleDrain::drain_all(bool over_limit) {
@@ -65,6 +73,11 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
         if (last_stack_.size() <= serial) last_stack_.resize(serial + 1, kNoStack);
         if (last_flags_.size() <= serial) last_flags_.resize(serial + 1, 0);
         if (last_ts_.size() <= serial) last_ts_.resize(serial + 1, 0);
+        if (cpu_stack_.size() <= serial) {
+            cpu_stack_.resize(serial + 1, kNoStack);
+            cpu_flags_.resize(serial + 1, 0);
+            cpu_ts_.resize(serial + 1, 0);
+        }
         uint64_t timestamp = hdr->timestamp_ns;
         if (over_limit_) {
             ++counters_.dropped_memory;
@@ -79,10 +92,16 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
             // said (truncated, the GIL) and when: a stack is never shown at a time it was not
             // seen.
             stack = last_stack_[serial];
-            if (flags & kSampleThreadEnd) {
+            if ((flags & kSampleThreadEnd) && cpu_stack_[serial] != kNoStack) {
+                stack = cpu_stack_[serial];
+                flags |= cpu_flags_[serial];
+            } else if (flags & kSampleThreadEnd) {
                 flags |= last_flags_[serial];
-                timestamp = last_ts_[serial];
             }
+            // Its time: the thread's latest record's, so that a thread's rows stay in time
+            // order (a timeline draws them in that order) and the sample is never placed
+            // after the thread was last seen.
+            if (flags & kSampleThreadEnd) timestamp = std::max(cpu_ts_[serial], last_ts_[serial]);
         } else {
             namer_.set_thread_name(&threads_.record(id).name);
             const std::vector<uint32_t>& ids = builder_.build(*hdr, frames, namer_);
@@ -90,7 +109,14 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
             last_stack_[serial] = stack;
             last_flags_[serial] = static_cast<uint8_t>(flags & (kSampleTruncated | kSampleGilKnown | kSampleHasGil));
             last_ts_[serial] = hdr->timestamp_ns;
+            const bool ran = (flags & kSampleOnCpu) && !(flags & (kSampleIdle | kSampleRunnable));
+            if (ran || (flags & kSampleStackOnly)) {
+                cpu_stack_[serial] = stack;
+                cpu_flags_[serial] = last_flags_[serial];
+                cpu_ts_[serial] = hdr->timestamp_ns;
+            }
         }
+        if (!(flags & (kSampleStackOnly | kSampleThreadEnd))) last_ts_[serial] = std::max(last_ts_[serial], timestamp);
         if (!(flags & kSampleStackOnly)) {
             store_.add_sample(SampleRow{timestamp, hdr->weight_ns, stack,
                                         (id & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});

@@ -42,8 +42,10 @@ public:
     void slot_taken(uint32_t slot) override;
 
     // The per-slot last stacks (part of the session's thread memory).
-    size_t memory_bytes() const { return last_stack_.capacity() * sizeof(uint32_t) + last_flags_.capacity() +
-                                        last_ts_.capacity() * sizeof(uint64_t); }
+    size_t memory_bytes() const {
+        return (last_stack_.capacity() + cpu_stack_.capacity()) * sizeof(uint32_t) + last_flags_.capacity() +
+               cpu_flags_.capacity() + (last_ts_.capacity() + cpu_ts_.capacity()) * sizeof(uint64_t);
+    }
 
 private:
     // The resolver as the StackBuilder's FrameNamer.
@@ -72,7 +74,13 @@ private:
     StackBuilder builder_;
     std::vector<uint32_t> last_stack_;  // per slot: the stack idle records reuse
     std::vector<uint8_t> last_flags_;   // per slot: truncated / GIL flags of the record that set it
-    std::vector<uint64_t> last_ts_;     // per slot: the timestamp of the record that set it
+    std::vector<uint64_t> last_ts_;     // per slot: the time of the thread's latest row
+    // Per slot: the last stack the thread was seen running on (an on-CPU record, or the entry
+    // stack recorded at registration), with its flags and time. A thread-end sample is CPU
+    // time: it goes there, never to a stack the census saw the thread blocked on.
+    std::vector<uint32_t> cpu_stack_;
+    std::vector<uint8_t> cpu_flags_;
+    std::vector<uint64_t> cpu_ts_;
     bool over_limit_ = false;
 };
 
