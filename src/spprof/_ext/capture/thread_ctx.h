@@ -60,8 +60,9 @@ struct ThreadCtx {
     std::atomic<uint64_t> dropped_{0};
     // Thread CPU clock when registered, then at the end of each wall-mode capture (Linux: the
     // wall sampler's "did it run" baseline, so a capture's own cost never counts as running),
-    // or at each sample of the Mach sampler (THREAD_BASIC_INFO). CPU-mode captures on Linux
-    // leave it alone: no clock syscall on their path.
+    // or at each sample of the Mach sampler (THREAD_BASIC_INFO), or at each sample of the
+    // process timer (itimer fallback: the sample's weight is the CPU since this reading).
+    // Per-thread-timer captures leave it alone: no clock syscall on their path.
     std::atomic<uint64_t> last_cpu_ns_{0};
     // Wall mode (Linux): the thread's CPU clock at the census's latest reading, so a thread
     // that ends is credited with its CPU time to within one census period.
