@@ -233,7 +233,9 @@ def test_memory_limit_drops_and_counts_samples():
     # new stack of four new frames (~1.5 KB each, measured).
     code = "\n".join(
         f"def f{i}():\n    return burn(0.0015)\n"
-        + "".join(f"def f{i}_{d}():\n    return f{i}{'_' + str(d - 1) if d else ''}()\n" for d in range(3))
+        + "".join(
+            f"def f{i}_{d}():\n    return f{i}{'_' + str(d - 1) if d else ''}()\n" for d in range(3)
+        )
         for i in range(400)
     )
     ns = {"burn": burn}

@@ -23,12 +23,13 @@ from conftest import SCRIPTS, run_python, skip_when_emulated
 
 pytestmark = skip_when_emulated("CPU-time accuracy under emulation says nothing")
 
-# The itimer fallback is left out: ITIMER_PROF merges expiries and its SIGPROF lands on threads
-# not registered yet, so 8-27 % of the CPU is missing, varying with the machine's load, both
-# before and after this change (docs/architecture.md, "Short threads"; not fixed here).
+# The itimer fallback: ITIMER_PROF merges expiries and its SIGPROF lands on whichever thread
+# runs, so its samples are weighted by their thread's CPU since the previous one and each
+# thread's CPU after its last sample is its thread-end sample (8-27 % was missing before).
 CASES = [
     pytest.param("cpu", "auto", "2", id="cpu"),
     pytest.param("wall", "auto", "2", id="wall"),
+    pytest.param("cpu", "itimer", "2", id="itimer"),
 ]
 
 

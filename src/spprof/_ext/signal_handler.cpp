@@ -407,8 +407,10 @@ bool capture_by_tid(uint64_t native_tid, uint64_t weight_ns, const void* ucontex
     if (ctx != nullptr && ctx->magic_ == kThreadCtxMagic && on_ctx_thread(ctx)) {
         uint64_t now = 0;
         if (platform_thread_cpu_ns_of(native_tid, ctx->ident_, &now)) {
+            // From the mark platform_thread_attach set (the CPU the session owns of it).
             const uint64_t last = ctx->last_cpu_ns_.exchange(now, std::memory_order_relaxed);
-            if (last != 0 && now > last) weight_ns = now - last;
+            weight_ns = now > last ? now - last : 0;
+            if (weight_ns == 0) return true;  // a second signal in the same CPU instant: no time
         }
     }
     return capture_into(ctx, weight_ns, ucontext, g_unwind.load(std::memory_order_acquire));

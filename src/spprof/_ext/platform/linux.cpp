@@ -395,10 +395,27 @@ Error platform_timer_create(uint64_t interval_ns, TimerKind kind) {
     return Error::none();
 }
 
+namespace {
+// The itimer fallback weights each sample by the thread's CPU since the one before
+// (capture_by_tid): the first counts from now. What the session owns of the thread before now
+// (a thread born in the session: its start-up, origin 0) is owed like a timer's expiries before
+// its arming: written by the hook on threading's bootstrap frames, not on the target.
+void itimer_mark_origin(ThreadCtx* ctx) {
+    uint64_t cpu = 0;
+    const uint64_t origin = ctx->timer_origin_cpu_ns_;
+    if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu) || cpu < origin) cpu = origin;
+    ctx->timer_owed_at_arm_ns_ = cpu - origin;
+    ctx->last_cpu_ns_.store(cpu, std::memory_order_relaxed);
+}
+}  // namespace
+
 Error platform_thread_attach(ThreadCtx* ctx) {
     const Route mode = route();
     // The process timer covers every thread.
-    if (mode == Route::kItimer) return Error::none();
+    if (mode == Route::kItimer) {
+        itimer_mark_origin(ctx);
+        return Error::none();
+    }
     if (mode != Route::kPerThread && mode != Route::kWall) return Error::runtime("sampling is not running");
     if (ctx->platform_ != nullptr) return Error::none();
     timer_t id;
@@ -432,6 +449,7 @@ Error platform_thread_attach(ThreadCtx* ctx) {
                     e.what, std::strerror(e.err));
         Error it = start_itimer_fallback(g_path.interval_ns.load(std::memory_order_relaxed));
         if (it.ok()) {
+            itimer_mark_origin(ctx);
             set_route(Route::kItimer);
         } else {
             log_warning("no itimer fallback either: %s", it.what);
@@ -450,10 +468,27 @@ void platform_thread_detach(ThreadCtx* ctx) {
     g_stats.timers_active.fetch_sub(1, std::memory_order_relaxed);
 }
 
+namespace {
+// The itimer fallback's residual: the thread's CPU after its last sample (each sample took the
+// CPU before it, capture_by_tid), all of it for a thread the process timer's signal never
+// reached. The exchange leaves nothing for a second call or a sample racing this one.
+TimerResidual itimer_residual(ThreadCtx* ctx) {
+    TimerResidual r;
+    uint64_t cpu = 0;
+    if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu)) return r;
+    const uint64_t last = ctx->last_cpu_ns_.exchange(cpu, std::memory_order_relaxed);
+    if (cpu <= last) return r;
+    const uint64_t interval = g_path.interval_ns.load(std::memory_order_relaxed);
+    r.weight_ns = cpu - last;
+    r.expiries = interval > 0 && r.weight_ns > interval ? (r.weight_ns + interval / 2) / interval : 1;
+    return r;
+}
+}  // namespace
+
 TimerResidual platform_thread_finish(ThreadCtx* ctx) {
     TimerResidual r;
     PlatformThread* p = ctx->platform_.get();
-    if (p == nullptr) return r;
+    if (p == nullptr) return route() == Route::kItimer ? itimer_residual(ctx) : r;
     // An expiry that is due but was never fired (no tick found the thread running since) is
     // reported as 1 ns left (kernel/time/posix-cpu-timers.c, __posix_cpu_timer_get).
     struct itimerspec left;

@@ -109,8 +109,9 @@ struct TimerResidual {
 // thread running, and an exiting thread's timers are deleted, never fired), and between
 // ctx->timer_origin_cpu_ns_ and the arming. Linux: each timer's first expiry is drawn
 // uniformly in (0, interval], so delivered + owed expiries are CPU / interval in expectation
-// (docs/architecture.md, "Short threads"). {} where the thread has no timer of its own (the
-// itimer fallback, a refused timer, macOS's Mach sampler) or the call was made before.
+// (docs/architecture.md, "Short threads"). The itimer fallback: the thread's CPU since its last
+// sample, as one expiry per interval (at least one). {} where the thread has no timer (a refused
+// timer, macOS's Mach sampler) or the call was made before.
 TimerResidual platform_thread_finish(ThreadCtx* ctx);
 // After the session's threads were attached: true when sampling reaches at least one thread
 // (false: per-thread timers only, and every one was refused). GIL held.
