@@ -31,6 +31,19 @@ def skip_when_emulated(reason: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(EMULATED, reason=f"under qemu-user emulation: {reason}")
 
 
+# Slow tests of pure-Python code that does not depend on the interpreter's version (file
+# formats): `make test` runs them on 3.12 only, to keep CI's seven interpreters in budget.
+EVERY_VERSION = os.environ.get("SPPROF_TEST_EVERY_VERSION", "") not in ("", "0")
+
+
+def on_one_version(reason: str) -> pytest.MarkDecorator:
+    """Run on CPython 3.12 only (or everywhere with SPPROF_TEST_EVERY_VERSION=1), saying why."""
+    return pytest.mark.skipif(
+        sys.version_info[:2] != (3, 12) and not EVERY_VERSION,
+        reason=f"runs on 3.12 only (SPPROF_TEST_EVERY_VERSION=1 for all): {reason}",
+    )
+
+
 def run_python(*args: str, env: dict | None = None, timeout: float = 120, cwd=None, input=None):
     """Run the test interpreter with args; returns CompletedProcess (text mode)."""
     full_env = dict(os.environ)

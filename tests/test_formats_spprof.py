@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from conftest import on_one_version
 from spprof import _rows as rowlayout
 from spprof._load import ProfileFormatError, load, loads
 from spprof.output import render, spprof_format
@@ -96,6 +97,7 @@ def test_output_is_deterministic():
 
 
 @pytest.mark.slow
+@on_one_version("43 s of pure-Python encoding, the same on every version")
 def test_ten_minutes_at_1khz_on_8_threads_stays_small(capsys):
     p = synthetic_profile(seconds=600, threads=8, interval_ms=1.0)
     assert p.sample_count > 4_600_000
