@@ -54,6 +54,8 @@ class SessionStats(Mapping[str, Any]):
     threads_alive_limit: Optional[int] = None
     thread_memory_bytes: Optional[int] = None
     handler_retaken: Optional[int] = None
+    # 1 when the program took SIGPROF or ITIMER_PROF from the itimer fallback (docs/reliability.md)
+    sig_itimer_yielded: Optional[int] = None
     thread_end_samples: Optional[int] = None
     thread_end_expiries: Optional[int] = None
     thread_end_ns: Optional[int] = None
