@@ -47,6 +47,8 @@ st = p.profile.stats
 spprof_s = sum(s.weight_ns for s in p.get_samples()) / 1e9
 print(json.dumps({"ticks_after": after, "cpu": cpu, "left": left, "spprof_s": spprof_s,
                   "session_cpu": session_cpu, "yielded": st["sig_itimer_yielded"],
+                  "given_up_s": st["cpu_sig_given_up_ns"] / 1e9,
+                  "unaccounted_s": st["cpu_unaccounted_ns"] / 1e9,
                   "handler": signal.getsignal(signal.SIGPROF) is not signal.SIG_DFL}))
 """
 
@@ -74,6 +76,11 @@ def test_the_programs_own_sigprof_sampler_wins_over_the_itimer():
     spprof_s, session_cpu, cpu = (float(out[k]) for k in ("spprof_s", "session_cpu", "cpu"))  # type: ignore[arg-type]
     assert spprof_s >= 0.15, out
     assert spprof_s <= session_cpu - 0.9 * cpu, out
+    # ... and the summary's CPU balance says where the rest went: after the program took
+    # SIGPROF (the last 1.0 s and the 0.15 s before it), not "not accounted"
+    given_up, unaccounted = float(out["given_up_s"]), float(out["unaccounted_s"])  # type: ignore[arg-type]
+    assert given_up >= 0.9 * cpu, out
+    assert abs(unaccounted) <= 0.2, out
 
 
 def test_a_program_handler_alone_stops_spprofs_itimer():

@@ -105,6 +105,7 @@ SignalSlot g_prof;  // SIGPROF, for the itimer fallback only
 struct Counters {
     std::atomic<uint64_t> foreign{0}, timers_active{0}, timer_failures{0};
     std::atomic<uint64_t> itimer_yielded{0};  // 1 once the program took SIGPROF or ITIMER_PROF
+    std::atomic<uint64_t> itimer_yielded_at_cpu_ns{0};  // the process's CPU clock then
 };
 Counters g_stats;
 
@@ -529,7 +530,10 @@ void platform_reset_stats() {
     g_stats.foreign.store(0);
     g_stats.timer_failures.store(0);
     g_stats.itimer_yielded.store(0);
+    g_stats.itimer_yielded_at_cpu_ns.store(0);
 }
+
+uint64_t platform_sampling_given_up_cpu_ns() { return g_stats.itimer_yielded_at_cpu_ns.load(); }
 
 void platform_after_fork_child() {
     // Timers and itimers are not inherited; the handler is. Put the parent's previous handler
@@ -662,6 +666,7 @@ void yield_itimer() {
     if (sigaction(SIGPROF, nullptr, &current) == 0 && is_ours(current))
         sigaction(SIGPROF, &g_prof.prev[g_prof.prev_slot.load()], nullptr);
     g_prof.installed = false;
+    g_stats.itimer_yielded_at_cpu_ns.store(platform_process_cpu_ns(), std::memory_order_relaxed);
     g_stats.itimer_yielded.store(1, std::memory_order_relaxed);
     log_warning("the program installed its own SIGPROF handler or ITIMER_PROF timer: they are its own, so "
                 "spprof stops sampling (--timer itimer shares both with the program); the profile covers the "
