@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import subprocess
 import sys
 import tempfile
@@ -288,6 +289,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     args = ap.parse_args(argv)
     modules: Sequence[str] = args.module or MODULES
+    # Absolute (each run's cwd is a temporary folder), symlinks kept (a venv's python is one).
+    args.python = [os.path.abspath(py) for py in args.python]
     for py in args.python:
         probe = subprocess.run(
             [py, "-c", "import spprof, test.support, test.libregrtest"],
