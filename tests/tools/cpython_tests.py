@@ -249,11 +249,13 @@ def compare(
     if suspects:
         print(f"running {len(suspects)} differing test(s) again, each by itself", flush=True)
         again = run_all(
-            [
-                r
-                for py, module, mode, test, _ in suspects
-                for r in (Run(py, module, None, match=test), Run(py, module, mode, match=test))
-            ],
+            list(  # one plain run per test, however many modes it differed in
+                dict.fromkeys(
+                    r
+                    for py, module, mode, test, _ in suspects
+                    for r in (Run(py, module, None, match=test), Run(py, module, mode, match=test))
+                )
+            ),
             jobs,
             workdir,
         )
