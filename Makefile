@@ -43,6 +43,9 @@ MYPY := mypy==1.20.2
 # more-itertools' own tests from its sdist, on CPython 3.12 (where torn frames showed up).
 THIRDPARTY_PY ?= $(shell ls -d $(PYENV_ROOT)/versions/3.12.* 2>/dev/null | sort -V | tail -n 1)/bin/python
 MORE_ITERTOOLS := more-itertools==11.2.1
+# CPython's own test modules plain and under spprof (tests/tools/cpython_tests.py): pyenv's
+# 3.12 and 3.13, which ship the `test` package.
+CPYTHON_TESTS_PYTHONS ?= $(foreach m,3.12 3.13,$(shell ls -d $(PYENV_ROOT)/versions/$(m).* 2>/dev/null | grep -E "/$(m)\.[0-9]+$$" | sort -V | tail -n 1)/bin/python)
 NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend/*.cpp) $(wildcard src/spprof/_ext/unwind/*.cpp) \
                $(wildcard src/spprof/_ext/platform/*_linux.cpp) src/spprof/_ext/log.cpp \
                src/spprof/_ext/session/stack_builder.cpp src/spprof/_ext/session/overhead_budget.cpp \
@@ -50,7 +53,7 @@ NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: demo test print-pythons pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean \
+.PHONY: demo test print-pythons pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-cpython-modules test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean \
         wheels wheels-all wheels-check
 
 # Install spprof for the default interpreter and profile the bundled example.
@@ -142,6 +145,20 @@ test-thirdparty:
 	  n = sum(any('more_itertools/' in f.filename for f in s.frames) for s in p.samples); \
 	  print('third-party profile:', len(p.samples), 'samples,', n, 'in more_itertools'); \
 	  sys.exit(0 if n > 100 else 'too few more_itertools samples in the profile')"
+
+# CPython's test_threading, test_signal, test_os, test_faulthandler and test_subprocess, plain
+# and under `python -m spprof -i 1` in cpu and wall mode: every test must end as in the plain
+# run, except the known differences listed in the tool. Uses test-python's venvs and build
+# folders (made here when missing).
+test-cpython-modules:
+	@set -e; venvs=; for py in $(CPYTHON_TESTS_PYTHONS); do \
+	  ver=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); v=$(VENVS)/$$ver; \
+	  [ -x $$v/bin/python ] || $$py -m venv $$v; \
+	  $$v/bin/python -m pip install -q $(DEV_DEPS); \
+	  SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+	  venvs="$$venvs --python $(CURDIR)/$$v/bin/python"; \
+	done; \
+	$(PYTHON) tests/tools/cpython_tests.py $$venvs $(CPYTHON_TESTS_ARGS)
 
 # Linux arm64, checked by running (docs/portability.md): Debian bookworm's arm64 CPython 3.11
 # under qemu-user, from a sysroot of Debian packages (tests/tools/debian_sysroot.py). The venv's

@@ -54,6 +54,8 @@ class SessionStats(Mapping[str, Any]):
     threads_alive_limit: Optional[int] = None
     thread_memory_bytes: Optional[int] = None
     handler_retaken: Optional[int] = None
+    # 1 when the program took SIGPROF or ITIMER_PROF from the itimer fallback (docs/reliability.md)
+    sig_itimer_yielded: Optional[int] = None
     thread_end_samples: Optional[int] = None
     thread_end_expiries: Optional[int] = None
     thread_end_ns: Optional[int] = None
@@ -108,6 +110,7 @@ class SessionStats(Mapping[str, Any]):
     cpu_unsampled_threads_ns: Optional[int] = None
     cpu_ended_between_scans_ns: Optional[int] = None
     cpu_unaccounted_ns: Optional[int] = None
+    cpu_sig_given_up_ns: Optional[int] = None
     # Counters this version of the Python side has no field for (a newer extension's).
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -166,6 +169,7 @@ class CpuBalance:
     unsampled_threads_ns: int  # threads that ended without a single sample
     ended_between_scans_ns: int  # threads that started and ended between two scans
     unaccounted_ns: int
+    sig_given_up_ns: int = 0  # after sampling was given up to the program (it took SIGPROF)
 
     PARTS: ClassVar[tuple[tuple[str, str], ...]] = (
         ("spprof_threads_ns", "spprof's threads"),
@@ -173,6 +177,7 @@ class CpuBalance:
         ("before_found_ns", "before threads were found"),
         ("unsampled_threads_ns", "threads ended unsampled"),
         ("ended_between_scans_ns", "threads ended between scans"),
+        ("sig_given_up_ns", "after the program took SIGPROF"),
     )
 
     @classmethod
@@ -193,6 +198,7 @@ class CpuBalance:
             unsampled_threads_ns=get("cpu_unsampled_threads_ns"),
             ended_between_scans_ns=get("cpu_ended_between_scans_ns"),
             unaccounted_ns=get("cpu_unaccounted_ns"),
+            sig_given_up_ns=get("cpu_sig_given_up_ns"),
         )
 
     @property

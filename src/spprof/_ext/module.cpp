@@ -160,7 +160,8 @@ PyObject* build_stats(const Session* s) {
              put(d, "cpu_before_found_ns", PyLong_FromUnsignedLongLong(b.before_found_ns)) &&
              put(d, "cpu_unsampled_threads_ns", PyLong_FromUnsignedLongLong(b.unsampled_ended_ns)) &&
              put(d, "cpu_ended_between_scans_ns", PyLong_FromUnsignedLongLong(b.ended_unseen_ns)) &&
-             put(d, "cpu_unaccounted_ns", PyLong_FromLongLong(b.unaccounted_ns));
+             put(d, "cpu_unaccounted_ns", PyLong_FromLongLong(b.unaccounted_ns)) &&
+             put(d, "cpu_sig_given_up_ns", PyLong_FromUnsignedLongLong(b.given_up_ns));
     }
     if (ok && s != nullptr && s->unwind_tables() != nullptr) {
         ok = put(d, "native_unwinds", PyLong_FromUnsignedLongLong(cs.native_unwinds)) &&

@@ -140,6 +140,8 @@ bool platform_keep_handler() { return false; }
 
 bool platform_handler_replaced() { return false; }
 
+uint64_t platform_sampling_given_up_cpu_ns() { return 0; }  // the Mach sampler needs no signal
+
 }  // namespace spprof
 
 #endif  // __APPLE__

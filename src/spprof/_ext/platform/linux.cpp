@@ -104,6 +104,8 @@ SignalSlot g_prof;  // SIGPROF, for the itimer fallback only
 
 struct Counters {
     std::atomic<uint64_t> foreign{0}, timers_active{0}, timer_failures{0};
+    std::atomic<uint64_t> itimer_yielded{0};  // 1 once the program took SIGPROF or ITIMER_PROF
+    std::atomic<uint64_t> itimer_yielded_at_cpu_ns{0};  // the process's CPU clock then
 };
 Counters g_stats;
 
@@ -279,6 +281,10 @@ void restore_handlers() {
 // The itimer fallback: SIGPROF and ITIMER_PROF, unless the program uses either.
 Error start_itimer_fallback(uint64_t interval_ns);
 
+// The itimer fallback's interval as setitimer holds it (us), to tell the program's timer from
+// ours; 0 when spprof runs no ITIMER_PROF (not started, stopped, or given to the program).
+std::atomic<uint64_t> g_itimer_interval_us{0};
+
 Error start_itimer(uint64_t interval_ns) {
     struct itimerval tv;
     tv.it_interval.tv_sec = static_cast<time_t>(interval_ns / 1000000000ull);
@@ -289,10 +295,15 @@ Error start_itimer(uint64_t interval_ns) {
     tv.it_value.tv_sec = static_cast<time_t>(first_us / 1000000ull);
     tv.it_value.tv_usec = static_cast<suseconds_t>(first_us % 1000000ull);
     if (setitimer(ITIMER_PROF, &tv, nullptr) != 0) return Error::os("setitimer(ITIMER_PROF) failed", errno);
+    g_itimer_interval_us.store(static_cast<uint64_t>(tv.it_interval.tv_sec) * 1000000ull +
+                                   static_cast<uint64_t>(tv.it_interval.tv_usec),
+                               std::memory_order_relaxed);
     return Error::none();
 }
 
 void stop_itimer() {
+    // Given to the program (yield_itimer): the ITIMER_PROF running now is its own.
+    if (g_itimer_interval_us.exchange(0, std::memory_order_relaxed) == 0) return;
     struct itimerval tv;
     std::memset(&tv, 0, sizeof tv);
     // EINVAL only (a zero value is always valid); say so rather than leave a timer silently.
@@ -544,6 +555,7 @@ void platform_get_stats(PlatformStats* out) {
     out->timer_failures = g_stats.timer_failures.load();
     out->add("foreign_signals", g_stats.foreign.load());
     out->add("timer_overruns", g_path.overruns.load());
+    out->add("sig_itimer_yielded", g_stats.itimer_yielded.load());
 }
 
 void platform_reset_stats() {
@@ -552,7 +564,11 @@ void platform_reset_stats() {
     g_path.no_thread.store(0);
     g_stats.foreign.store(0);
     g_stats.timer_failures.store(0);
+    g_stats.itimer_yielded.store(0);
+    g_stats.itimer_yielded_at_cpu_ns.store(0);
 }
+
+uint64_t platform_sampling_given_up_cpu_ns() { return g_stats.itimer_yielded_at_cpu_ns.load(); }
 
 void platform_after_fork_child() {
     // Timers and itimers are not inherited; the handler is. Put the parent's previous handler
@@ -569,7 +585,7 @@ void platform_after_fork_child() {
 
 Error platform_set_interval(uint64_t interval_ns) {
     g_path.interval_ns.store(interval_ns, std::memory_order_relaxed);
-    if (route() == Route::kItimer) return start_itimer(interval_ns);
+    if (route() == Route::kItimer && g_prof.installed) return start_itimer(interval_ns);
     return Error::none();
 }
 
@@ -650,17 +666,58 @@ bool keep_handler(SignalSlot& slot) {
     sigaction(slot.signo.load(), &sa, nullptr);
     return true;
 }
+
+// The interval of the ITIMER_PROF running now, in us; 0 when none runs.
+uint64_t itimer_interval_now_us() {
+    struct itimerval tv;
+    if (getitimer(ITIMER_PROF, &tv) != 0) return 0;
+    if (tv.it_value.tv_sec == 0 && tv.it_value.tv_usec == 0) return 0;
+    return static_cast<uint64_t>(tv.it_interval.tv_sec) * 1000000ull + static_cast<uint64_t>(tv.it_interval.tv_usec);
+}
+
+// True when the program has taken the itimer fallback's SIGPROF (its own handler) or its
+// ITIMER_PROF (a timer at another interval, or none: the program stopped ours) since start.
+bool itimer_taken_by_program() {
+    if (!g_prof.installed) return false;
+    struct sigaction current;
+    if (handler_replaced(g_prof, &current)) return true;
+    const uint64_t ours = g_itimer_interval_us.load(std::memory_order_relaxed);
+    return ours != 0 && itimer_interval_now_us() != ours;
+}
+
+// The program took SIGPROF or ITIMER_PROF after start (its own sampler): both are process-wide
+// and there is one of each, so its timer and handler win. spprof stops its own ITIMER_PROF if
+// it still runs (else it would feed the program's handler), hands SIGPROF back to the handler
+// that was there before start if its own is still installed, and samples no more; the profile
+// keeps the time before. Said once, counted (sig_itimer_yielded). Drain thread.
+void yield_itimer() {
+    const uint64_t ours = g_itimer_interval_us.exchange(0, std::memory_order_relaxed);
+    if (ours != 0 && itimer_interval_now_us() == ours) {
+        struct itimerval off;
+        std::memset(&off, 0, sizeof off);
+        setitimer(ITIMER_PROF, &off, nullptr);
+    }
+    struct sigaction current;
+    if (sigaction(SIGPROF, nullptr, &current) == 0 && is_ours(current))
+        sigaction(SIGPROF, &g_prof.prev[g_prof.prev_slot.load()], nullptr);
+    g_prof.installed = false;
+    g_stats.itimer_yielded_at_cpu_ns.store(platform_process_cpu_ns(), std::memory_order_relaxed);
+    g_stats.itimer_yielded.store(1, std::memory_order_relaxed);
+    log_warning("the program installed its own SIGPROF handler or ITIMER_PROF timer: they are its own, so "
+                "spprof stops sampling (--timer itimer shares both with the program); the profile covers the "
+                "time before. The per-thread timers (--timer thread) leave SIGPROF and ITIMER_PROF to the program");
+}
 }  // namespace
 
 bool platform_handler_replaced() {
     struct sigaction current;
-    return handler_replaced(g_rt, &current) || handler_replaced(g_prof, &current);
+    return handler_replaced(g_rt, &current) || itimer_taken_by_program();
 }
 
 bool platform_keep_handler() {
     const bool rt = keep_handler(g_rt);
-    const bool prof = keep_handler(g_prof);
-    return rt || prof;
+    if (itimer_taken_by_program()) yield_itimer();
+    return rt;
 }
 
 int platform_sampling_signal() {

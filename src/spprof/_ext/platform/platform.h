@@ -151,6 +151,10 @@ bool platform_handler_replaced();
 // the per-thread timers, SIGPROF for the itimer fallback); 0 where none (macOS) or stopped.
 int platform_sampling_signal();
 
+// The process's CPU clock when sampling was given up to the program (Linux: it took the itimer
+// fallback's SIGPROF or ITIMER_PROF), 0 when it was not; kept until the next session starts.
+uint64_t platform_sampling_given_up_cpu_ns();
+
 // Wall mode: deliver a sample request to thread `tid` of this process, carrying
 // kTimerValueMagic | serial. False when the thread is gone. Sampler thread.
 bool platform_signal_thread(uint64_t tid, uint32_t serial);

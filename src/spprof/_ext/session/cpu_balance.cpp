@@ -50,4 +50,10 @@ CpuBalance cpu_balance(const CpuReading& begin, const CpuReading& end, const Ses
     return b;
 }
 
+void account_given_up(CpuBalance* b, const CpuReading& end, uint64_t given_up_at_cpu_ns) {
+    if (!end.taken || given_up_at_cpu_ns == 0 || given_up_at_cpu_ns > end.process_ns) return;
+    b->given_up_ns = end.process_ns - given_up_at_cpu_ns;
+    b->unaccounted_ns -= static_cast<int64_t>(b->given_up_ns);
+}
+
 }  // namespace spprof

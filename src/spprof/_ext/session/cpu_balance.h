@@ -43,11 +43,17 @@ struct CpuBalance {
     uint64_t unsampled_ended_ns = 0;   // threads that ended without a sample
     uint64_t ended_unseen_ns = 0;      // threads that started and ended between two scans
     int64_t unaccounted_ns = 0;        // the rest (may be negative)
+    uint64_t given_up_ns = 0;          // after sampling was given up to the program (its SIGPROF)
 };
 
 // Pure. `extra_own_ns`: spprof's work on a program thread outside sampling (stop()'s caller).
 // `blocked_ns`: CPU of the threads that block the signal, less what their samples hold.
 CpuBalance cpu_balance(const CpuReading& begin, const CpuReading& end, const SessionCounters& counters,
                        uint64_t blocked_ns, uint64_t extra_own_ns);
+
+// Names the process's CPU time after sampling was given up to the program
+// (platform_sampling_given_up_cpu_ns: `given_up_at_cpu_ns`, 0 when it was not), taking it out
+// of what remains. Pure.
+void account_given_up(CpuBalance* b, const CpuReading& end, uint64_t given_up_at_cpu_ns);
 
 }  // namespace spprof

@@ -215,9 +215,11 @@ void Session::periodic() {
 }
 
 CpuBalance Session::cpu_balance() const {
-    if (!running_) return spprof::cpu_balance(cpu_begin_, cpu_end_, counters_, threads_.blocked_cpu_ns(), stop_own_ns_);
     std::vector<OsThread> scratch;
-    return spprof::cpu_balance(cpu_begin_, read_cpu_now(&scratch), counters_, threads_.blocked_cpu_ns(), 0);
+    const CpuReading end = running_ ? read_cpu_now(&scratch) : cpu_end_;
+    CpuBalance b = spprof::cpu_balance(cpu_begin_, end, counters_, threads_.blocked_cpu_ns(), running_ ? 0 : stop_own_ns_);
+    account_given_up(&b, end, platform_sampling_given_up_cpu_ns());
+    return b;
 }
 
 void Session::apply_budget() {
