@@ -485,6 +485,9 @@ namespace {
 // reached. The exchange leaves nothing for a second call or a sample racing this one.
 TimerResidual itimer_residual(ThreadCtx* ctx) {
     TimerResidual r;
+    // Given to the program (yield_itimer): the CPU since is the balance's "after the program
+    // took SIGPROF", not this thread's.
+    if (g_stats.itimer_yielded.load(std::memory_order_relaxed) != 0) return r;
     uint64_t cpu = 0;
     if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu)) return r;
     const uint64_t last = ctx->last_cpu_ns_.exchange(cpu, std::memory_order_relaxed);
