@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import statistics
@@ -30,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+from types import ModuleType
 from typing import Optional
 
 from benchmarks import tools
@@ -54,38 +57,25 @@ GC_FUNCTIONS = (
 
 # -- the child: the workload and its own measure -------------------------------------------------
 
-_gc_cpu = [0.0, 0.0]  # total, start of the running collection
+# The workload and its gc.callbacks measure are tests/scripts/gc_heavy.py's, which
+# tests/test_gc_frame.py checks sample by sample: the benchmark measures the same thing.
+_GC_HEAVY = Path(__file__).resolve().parent.parent / "tests" / "scripts" / "gc_heavy.py"
 
 
-def _on_gc(phase: str, info: dict) -> None:
-    if phase == "start":
-        _gc_cpu[1] = time.thread_time()
-    else:
-        _gc_cpu[0] += time.thread_time() - _gc_cpu[1]
-
-
-def make_cycles(seconds: float) -> int:
-    made = 0
-    seed = 12345
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        for _ in range(1000):
-            a: list = []
-            b = [a]
-            a.append(b)
-        made += 1000
-        seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
-        spin, until = 0, seed % 20000
-        while spin < until:
-            spin += 1
-    return made
+def _load_gc_heavy() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gc_heavy", _GC_HEAVY)
+    assert spec is not None and spec.loader is not None, _GC_HEAVY
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def child(profiler: str, seconds: float) -> None:
     live = [[[] for _ in range(50)] for _ in range(1000)]
     gc.collect()
     gc.set_threshold(2000, 5, 5)
-    gc.callbacks.append(_on_gc)
+    workload = _load_gc_heavy()
+    gc.callbacks.append(workload.on_gc)
     if profiler == "py-spy":
         print("ready", flush=True)
         sys.stdin.readline()
@@ -96,9 +86,9 @@ def child(profiler: str, seconds: float) -> None:
         p = spprof.Profiler(interval_ms=1000 / RATE_HZ)
         p.start()
     cpu0 = time.thread_time()
-    make_cycles(seconds)
+    workload.make_cycles(seconds)
     cpu = time.thread_time() - cpu0
-    result: dict = {"truth": _gc_cpu[0] / cpu, "cpu_s": cpu, "live": len(live)}
+    result: dict = {"truth": workload.gc_cpu[0] / cpu, "cpu_s": cpu, "live": len(live)}
     if p is not None:
         p.stop()
         rows = [
