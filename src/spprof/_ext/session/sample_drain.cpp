@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "../capture/record_writer.h"
 #include "../capture/sample_record.h"
 
 namespace spprof {
@@ -48,7 +49,10 @@ void SampleDrain::drain_all(bool over_limit) {
     const ThreadTable& table = threads_.table();
     for (size_t i = 0; i < table.slot_count(); ++i) {
         ThreadCtx* ctx = table.at(i);
-        if (ctx != nullptr && ctx->ring_) drain_ring(ctx->ring_.get());
+        if (ctx != nullptr && ctx->ring_) {
+            drain_ring(ctx->ring_.get());
+            if (rewind_drained_ring(ctx)) ++counters_.ring_rewinds;
+        }
     }
     threads_.collect_retired();
     keepalive_.end_of_pass();

@@ -50,6 +50,8 @@ struct SessionCounters {
     uint64_t cpu_before_found_ns = 0;     // CPU threads used before the session found them
     uint64_t ended_final_cpu_ns = 0;      // final CPU clock of every thread that ended, whole life
     uint64_t profile_cpu_ns = 0;          // on-CPU weight of the samples drained
+    // Emptied rings the drain put back at offset 0 (record_writer.h, rewind_drained_ring).
+    uint64_t ring_rewinds = 0;
 };
 
 }  // namespace spprof
