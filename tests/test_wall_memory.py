@@ -1,4 +1,4 @@
-"""Wall mode's memory with many blocked threads: the limit holds, rings stay at a page.
+"""Wall mode's memory with many blocked threads: the limit holds; a ring page, a row per wait.
 
 Each case runs tests/scripts/wall_blocked_threads.py in its own interpreter (a crash or a hang
 is a failure): N threads blocked in Event.wait() for S seconds, wall mode at 1 ms (the census
@@ -41,24 +41,38 @@ def test_blocked_threads_rings_stay_at_a_page_each() -> None:
 
 
 def test_memory_limit_holds_in_wall_mode_and_is_reported() -> None:
-    # 300 blocked threads, 3 MB: the idle rows reach the limit in about a second. Before, the
-    # rings alone (300 x 16 KiB) passed it, and memory_bytes kept growing past the limit while
-    # every record was dropped.
+    # 300 blocked threads for 3 s under a 3 MB limit. At 3697f84 memory_bytes reached 6.9 MB
+    # (rings 16 KiB a thread, a row per census) and 95 % of the samples were dropped; now a
+    # thread costs a page of ring and a row per wait, so the limit holds with nothing dropped.
     limit = 3 * 1024 * 1024
     d = _run("wall", 300, 3.0, 3)
     during = d["during"]
     assert during["memory_limit_bytes"] == limit
-    # One drain pass (250 ms of 300 threads' rows, 180 KB) may land past the limit.
-    assert during["memory_bytes"] <= limit + 512 * 1024, during
-    assert during["dropped_memory_limit"] > 0, during
-    assert d["after"]["dropped_memory_limit"] >= during["dropped_memory_limit"]
+    assert 0 < during["memory_bytes"] <= limit, during
+    assert d["after"]["dropped_memory_limit"] == 0, d["after"]
+    assert min(d["rows"].values()) >= 250, sorted(d["rows"].values())[:5]
+
+
+def test_blocked_thread_costs_one_row_per_wait_and_keeps_its_sample_count() -> None:
+    # Each census gives a blocked thread an idle sample; the drain folds those into the
+    # thread's row of the wait: stored rows stay a few per thread (start-up, the wait's first
+    # walk, its end) while the samples the profile shows are one per census, as before.
+    n = 300
+    d = _run("wall", n, 3.0, 256)
+    during, after = d["during"], d["after"]
+    assert during["sample_rows"] <= 5 * n, during
+    assert during["idle_samples_folded"] >= 250 * n, during
+    assert after["samples_stored"] == after["sample_rows"] + after["idle_samples_folded"], after
+    # One sample per census (10 ms) of the 3 s wait on the wait's line, for every thread.
+    assert len(d["rows"]) == n
+    assert min(d["rows"].values()) >= 250, sorted(d["rows"].values())[:5]
 
 
 def test_blocked_threads_weight_is_their_wait() -> None:
-    # The rewinds must not cost a blocked thread any time: its idle weight on the line it waits
-    # on equals the wait it measured itself, within two census periods (10 ms each) and some
-    # scheduling slack.
+    # Rewinds and folds must not cost a blocked thread any time: its idle weight on the line it
+    # waits on equals the wait it measured itself, within a census period or two (10 ms each,
+    # later on a loaded machine).
     d = _run("wall", 300, 2.0, 256)
     assert len(d["weight"]) == 300
     worst = max(abs(d["weight"][k] - d["spans"][k]) for k in d["spans"])
-    assert worst <= 40_000_000, worst
+    assert worst <= 50_000_000, worst

@@ -64,6 +64,8 @@ class SessionStats(Mapping[str, Any]):
     records_drained: Optional[int] = None
     ring_rewinds: Optional[int] = None
     ring_touched_bytes: Optional[int] = None
+    idle_samples_folded: Optional[int] = None
+    sample_rows: Optional[int] = None
     records_unknown_thread: Optional[int] = None
     unknown_frames: Optional[int] = None
     distinct_stacks: Optional[int] = None

@@ -52,6 +52,8 @@ struct SessionCounters {
     uint64_t profile_cpu_ns = 0;          // on-CPU weight of the samples drained
     // Emptied rings the drain put back at offset 0 (record_writer.h, rewind_drained_ring).
     uint64_t ring_rewinds = 0;
+    // Idle samples folded into their thread's previous row (sample_drain.h): rows not taken.
+    uint64_t idle_samples_folded = 0;
 };
 
 }  // namespace spprof
