@@ -65,6 +65,7 @@ class SessionStats(Mapping[str, Any]):
     ring_rewinds: Optional[int] = None
     ring_touched_bytes: Optional[int] = None
     idle_samples_folded: Optional[int] = None
+    idle_folded_over_limit: Optional[int] = None
     sample_rows: Optional[int] = None
     records_unknown_thread: Optional[int] = None
     unknown_frames: Optional[int] = None

@@ -19,9 +19,9 @@ TEST(store_folded_row_exports_as_its_samples_over_the_same_span) {
     StackStore st;
     st.add_sample(SampleRow{1000, 1000, 7, 1});          // another thread's row
     st.add_sample(SampleRow{20000000, 10000000, 3, 2});  // the wait's first census: [10 ms, 20 ms]
-    st.fold_into(1, 30000000, 10000000);                 // ... and three more, 10 ms each
-    st.fold_into(1, 40000001, 10000001);
-    st.fold_into(1, 50000001, 10000000);
+    st.fold_into(1, 30000000, 10000000, true);                 // ... and three more, 10 ms each
+    st.fold_into(1, 40000001, 10000001, true);
+    st.fold_into(1, 50000001, 10000000, true);
     st.add_sample(SampleRow{60000000, 1000, 5, 2});      // the thread runs again
     CHECK_EQ(st.row_count(), static_cast<size_t>(3));
     CHECK_EQ(st.folded_samples(), static_cast<size_t>(3));
@@ -50,4 +50,20 @@ TEST(store_without_folds_exports_its_rows_as_they_are) {
     CHECK_EQ(st.sample_count(), static_cast<size_t>(5000));
     const std::vector<SampleRow> out = exported(st);
     for (uint64_t i = 0; i < 5000; ++i) CHECK_EQ(out[i].timestamp_ns, i + 1);
+}
+
+// Over the memory limit a fold adds its time, not a sample: the export stays within the limit.
+TEST(store_uncounted_fold_adds_time_not_samples) {
+    StackStore st;
+    st.add_sample(SampleRow{20000000, 10000000, 3, 2});
+    const size_t before = st.memory_bytes();
+    st.fold_into(0, 30000000, 10000000, true);
+    CHECK_EQ(st.memory_bytes() > before, true);  // a counted fold is a sample to export
+    const size_t counted = st.memory_bytes();
+    st.fold_into(0, 40000000, 10000000, false);
+    CHECK_EQ(st.memory_bytes(), counted);
+    CHECK_EQ(st.sample_count(), static_cast<size_t>(2));
+    const std::vector<SampleRow> out = exported(st);
+    CHECK_EQ(out[0].weight_ns + out[1].weight_ns, static_cast<uint64_t>(30000000));
+    CHECK_EQ(out[1].timestamp_ns, static_cast<uint64_t>(40000000));
 }

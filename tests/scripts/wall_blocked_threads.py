@@ -1,6 +1,6 @@
 """N threads blocked in Event.wait() for S seconds under spprof: prints JSON figures.
 
-argv: mode threads seconds interval_ms memory_limit_mb. Used by tests/test_wall_memory.py and
+argv: mode threads seconds interval_ms memory_limit_mb [rss] ("rss": the figures only). Used by tests/test_wall_memory.py and
 the RSS figures in docs/performance.md ("Blocked threads in wall mode").
 """
 
@@ -45,6 +45,12 @@ def main() -> None:
             t.join()
     prof = p.profile
     assert prof is not None
+    rss_stopped = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if sys.argv[6:] == ["rss"]:  # figures only: no per-sample analysis (its objects dwarf the profile)
+        print(json.dumps({"during": {k: v for k, v in during.items() if isinstance(v, (int, float))},
+                          "after": {k: v for k, v in dict(prof.stats).items() if isinstance(v, (int, float))},
+                          "rss_max": rss_during, "rss_max_end": rss_stopped}))
+        return
     wait_line = next(i for i, line in enumerate(open(__file__), 1) if line.rstrip().endswith("# WAIT_LINE"))
     # Per blocked thread: its idle rows and their weight on the line of the measured wait.
     rows: dict[str, int] = {}
@@ -60,6 +66,7 @@ def main() -> None:
                 "during": {k: v for k, v in during.items() if isinstance(v, (int, float))},
                 "after": {k: v for k, v in dict(prof.stats).items() if isinstance(v, (int, float))},
                 "rss_max": rss_during,
+                "rss_max_end": rss_stopped,
                 "rows": rows,
                 "weight": weight,
                 "spans": {k: v[1] - v[0] for k, v in spans.items()},

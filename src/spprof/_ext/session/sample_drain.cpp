@@ -110,10 +110,15 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
         const size_t fold = fold_target(serial, id, flags, *hdr);
         if (fold != kNoRow) {
             // The wait goes on: the row that holds it grows (same bookkeeping as a new row's).
-            store_.fold_into(fold, timestamp, hdr->weight_ns);
+            // Over the limit the time still lands, as one more sample no longer does.
+            store_.fold_into(fold, timestamp, hdr->weight_ns, !over_limit_);
             last_ts_[serial] = std::max(last_ts_[serial], timestamp);
-            ++threads_.record(id).samples;
-            ++counters_.idle_samples_folded;
+            if (over_limit_) {
+                ++counters_.idle_folded_over_limit;
+            } else {
+                ++threads_.record(id).samples;
+                ++counters_.idle_samples_folded;
+            }
             ring->pop();
             continue;
         }

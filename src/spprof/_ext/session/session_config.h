@@ -54,6 +54,9 @@ struct SessionCounters {
     uint64_t ring_rewinds = 0;
     // Idle samples folded into their thread's previous row (sample_drain.h): rows not taken.
     uint64_t idle_samples_folded = 0;
+    // Idle records folded while over the memory limit: their time is in the row, they are not
+    // samples of their own (the export would pass the limit).
+    uint64_t idle_folded_over_limit = 0;
 };
 
 }  // namespace spprof

@@ -33,10 +33,11 @@ uint32_t StackStore::intern(const uint32_t* frames, uint32_t n) {
     return id;
 }
 
-void StackStore::fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns) {
+void StackStore::fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, bool counted) {
     SampleRow& row = blocks_[i / kRowsPerBlock][i % kRowsPerBlock];
     row.weight_ns += weight_ns;
     if (timestamp_ns > row.timestamp_ns) row.timestamp_ns = timestamp_ns;
+    if (!counted) return;
     ++folded_[i];
     ++folded_extra_;
 }

@@ -4,7 +4,8 @@
 // stack, thread, time and weight. Memory therefore grows with the number of distinct stacks
 // plus a small fixed cost per sample, and the session's memory limit is enforced here. A
 // blocked thread's run of idle samples on one stack is folded into one row (fold_into), so
-// a wait costs one row however long it lasts.
+// a wait costs one row however long it lasts; memory_bytes() still counts each folded sample
+// at the 24 bytes it takes once exported, so the limit bounds the profile stop() returns.
 // Threads: the drain only, GIL held.
 #pragma once
 
@@ -60,11 +61,14 @@ public:
     // many samples the row holds. copy_samples() gives them back as that many samples, evenly
     // spaced over the row's span and sharing its weight (the remainder on the last), so every
     // count, weight and span an output shows is what the separate rows showed.
-    void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns);
+    // `counted` false (the session is over its memory limit): the weight and time still land
+    // but the row holds no more samples, so the export stays within the limit.
+    void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, bool counted);
 
     size_t memory_bytes() const {
         return pool_.capacity() * 4 + offsets_.capacity() * 4 + index_.size() * 48 +
-               blocks_.size() * kRowsPerBlock * sizeof(SampleRow) + folded_.size() * kFoldedNodeBytes;
+               blocks_.size() * kRowsPerBlock * sizeof(SampleRow) + folded_.size() * kFoldedNodeBytes +
+               folded_extra_ * sizeof(SampleRow);  // what the folded samples take once exported
     }
 
 private:
