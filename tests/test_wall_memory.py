@@ -18,11 +18,15 @@ from conftest import run_python
 
 SCRIPT = Path(__file__).parent / "scripts" / "wall_blocked_threads.py"
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the wall census is Linux's")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the wall census is Linux's"
+)
 
 
 def _run(mode: str, threads: int, seconds: float, limit_mb: float) -> dict[str, Any]:
-    proc = run_python(str(SCRIPT), mode, str(threads), str(seconds), "1", str(limit_mb), timeout=180)
+    proc = run_python(
+        str(SCRIPT), mode, str(threads), str(seconds), "1", str(limit_mb), timeout=180
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -42,10 +46,10 @@ def test_blocked_threads_rings_stay_at_a_page_each() -> None:
 
 def test_memory_limit_holds_in_wall_mode_and_keeps_the_time() -> None:
     # 300 blocked threads for 3 s under a 4 MB limit (their contexts and ring pages take 3 MB
-    # of it). At 3697f84, with 3 MB, memory_bytes reached 6.9 MB and 95 % of the samples were dropped with
-    # their time. Now memory_bytes stays at the limit (one drain pass may land past it), and
-    # past it the census records of a wait that already has its row still add their time to
-    # it, counted as folded over the limit instead of as samples.
+    # of it). At 3697f84, with 3 MB, memory_bytes reached 6.9 MB and 95 % of the samples were
+    # dropped with their time. Now memory_bytes stays at the limit (one drain pass may land
+    # past it), and past it the census records of a wait that already has its row still add
+    # their time to it, counted as folded over the limit instead of as samples.
     limit = 4 * 1024 * 1024
     d = _run("wall", 300, 3.0, 4)
     during = d["during"]

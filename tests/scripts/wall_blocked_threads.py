@@ -1,7 +1,8 @@
 """N threads blocked in Event.wait() for S seconds under spprof: prints JSON figures.
 
-argv: mode threads seconds interval_ms memory_limit_mb [rss] ("rss": the figures only). Used by tests/test_wall_memory.py and
-the RSS figures in docs/performance.md ("Blocked threads in wall mode").
+argv: mode threads seconds interval_ms memory_limit_mb [rss] ("rss": figures only).
+Used by tests/test_wall_memory.py and the RSS figures in docs/performance.md
+("Blocked threads in wall mode").
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ import spprof
 
 
 def main() -> None:
-    mode, n, seconds, interval_ms, limit_mb = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+    mode, n, seconds, interval_ms, limit_mb = (
+        sys.argv[1],
+        int(sys.argv[2]),
+        float(sys.argv[3]),
+        float(sys.argv[4]),
+        float(sys.argv[5]),
+    )
     threading.stack_size(256 * 1024)  # thousands of threads: keep their stacks small
     go = threading.Event()
     release = threading.Event()
@@ -46,12 +53,25 @@ def main() -> None:
     prof = p.profile
     assert prof is not None
     rss_stopped = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if sys.argv[6:] == ["rss"]:  # figures only: no per-sample analysis (its objects dwarf the profile)
-        print(json.dumps({"during": {k: v for k, v in during.items() if isinstance(v, (int, float))},
-                          "after": {k: v for k, v in dict(prof.stats).items() if isinstance(v, (int, float))},
-                          "rss_max": rss_during, "rss_max_end": rss_stopped}))
+    if sys.argv[6:] == [
+        "rss"
+    ]:  # figures only: no per-sample analysis (its objects dwarf the profile)
+        print(
+            json.dumps(
+                {
+                    "during": {k: v for k, v in during.items() if isinstance(v, (int, float))},
+                    "after": {
+                        k: v for k, v in dict(prof.stats).items() if isinstance(v, (int, float))
+                    },
+                    "rss_max": rss_during,
+                    "rss_max_end": rss_stopped,
+                }
+            )
+        )
         return
-    wait_line = next(i for i, line in enumerate(open(__file__), 1) if line.rstrip().endswith("# WAIT_LINE"))
+    with open(__file__) as src:
+        marked = [i for i, line in enumerate(src, 1) if line.rstrip().endswith("# WAIT_LINE")]
+    wait_line = marked[0]
     # Per blocked thread: its idle rows and their weight on the line of the measured wait.
     rows: dict[str, int] = {}
     weight: dict[str, int] = {}
