@@ -5,9 +5,13 @@
 One process runs PAIRS pairs of segments of the same work (about SEGMENT_S of CPU each, the
 workload's size calibrated first), one segment of each pair unprofiled and the other with spprof
 started just before it and stopped just after, in a random order per pair. A segment's cost is
-the CPU time of the thread running it (CLOCK_THREAD_CPUTIME_ID: user and kernel time, so signal
-delivery counts) plus, in the profiled one, the CPU time spprof's own threads (drain, wall
-census) used during it (/proc/self/task/TID/schedstat). Start and stop are outside the segment,
+the CPU time of the program's threads (the process's CPU clock, CLOCK_PROCESS_CPUTIME_ID: user
+and kernel time of every thread, ended ones included, so signal delivery counts and so does a
+workload that runs in threads of its own, e.g. threads4) less, in the profiled one, what
+spprof's own threads (drain, wall census) used during it (/proc/self/task/TID/schedstat), which
+is then added back as their own share. ("main_thread" in the output names that program-thread
+share; before, it was the calling thread's CPU clock, which a threaded workload barely moves:
+threads4 never finished calibrating.) Start and stop are outside the segment,
 and so is the threads' first 20 ms (their set-up, paid once per session). Neighbouring segments
 share the machine's state of the moment, so load from other processes cancels in each pair's
 ratio as far as it can; what remains is spread, which the bootstrap interval (2,000 resamplings
@@ -44,9 +48,9 @@ def _task_cpu_ns(tid: str) -> int:
 def _calibrate(func: Callable[[int], object], segment_s: float) -> int:
     size = 1
     while True:
-        c0 = time.thread_time()
+        c0 = time.process_time()  # the process's: a workload may run in threads of its own
         func(size)
-        used = time.thread_time() - c0
+        used = time.process_time() - c0
         if used >= segment_s / 4 or size >= 1 << 20:
             return max(1, round(size * segment_s / max(used, 1e-6)))
         size *= 2
@@ -71,19 +75,20 @@ def run(workload: str, mode: str, rate_hz: int, pairs: int, segment_s: float, se
     for _ in range(pairs):
         for profiled in rng.sample([False, True], 2):
             if not profiled:
-                c0 = time.thread_time_ns()
+                c0 = time.process_time_ns()
                 func(size)
-                off.append(float(time.thread_time_ns() - c0))
+                off.append(float(time.process_time_ns() - c0))
                 continue
             before = _tasks()
             spprof.start(interval_ms=1000.0 / rate_hz, mode=mode)
             ours = sorted(_tasks() - before)
             time.sleep(0.02)  # the new threads' first pass is a per-session cost, not per segment
             t0 = {t: _task_cpu_ns(t) for t in ours}
-            c0 = time.thread_time_ns()
+            c0 = time.process_time_ns()
             func(size)
-            main = float(time.thread_time_ns() - c0)
+            process = float(time.process_time_ns() - c0)
             threads = float(sum(_task_cpu_ns(t) - t0[t] for t in ours))
+            main = process - threads  # the program's threads: the process less spprof's own
             st: dict[str, Any] = spprof.stats()
             spprof.stop()
             on_main.append(main)

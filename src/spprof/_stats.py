@@ -64,6 +64,11 @@ class SessionStats(Mapping[str, Any]):
     timer_attach_failures: Optional[int] = None
     drains: Optional[int] = None
     records_drained: Optional[int] = None
+    ring_rewinds: Optional[int] = None
+    ring_touched_bytes: Optional[int] = None
+    idle_samples_folded: Optional[int] = None
+    idle_folded_over_limit: Optional[int] = None
+    sample_rows: Optional[int] = None
     records_unknown_thread: Optional[int] = None
     unknown_frames: Optional[int] = None
     distinct_stacks: Optional[int] = None

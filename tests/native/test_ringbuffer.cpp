@@ -105,3 +105,46 @@ TEST(ring_one_producer_one_consumer_threads) {
     CHECK(intact);
     CHECK_EQ(received + dropped, kCount);
 }
+
+// A thread whose records are drained as they come (a blocked thread's idle record every wall
+// census) keeps writing over its first page once the drain rewinds the empty ring: 100,000
+// records and the ring has touched one page, not its 256 KiB. Without the rewind the head
+// walks the whole ring and touched_bytes() reaches the capacity.
+TEST(ring_rewound_when_drained_touches_one_page) {
+    RingBuffer rb(256 * 1024);
+    uint64_t rewinds = 0;
+    for (uint64_t i = 0; i < 100000; ++i) {
+        CHECK(push(rb, i, 5));  // a 48-byte record, as an idle record is
+        size_t size = 0;
+        const auto* rec = static_cast<const uint64_t*>(rb.peek(&size));
+        CHECK(rec != nullptr);
+        if (!rec) return;
+        CHECK_EQ(rec[0], i);
+        rb.pop();
+        if (rb.rewind_if_empty(4096)) ++rewinds;
+    }
+    CHECK(rewinds > 1000);
+    CHECK(rb.touched_bytes() <= static_cast<size_t>(8192));
+    CHECK(rb.empty());
+}
+
+// Not empty, or not far enough in: the ring stays where it is and nothing is lost.
+TEST(ring_rewind_only_when_empty_and_past_the_offset) {
+    RingBuffer rb(64 * 1024);
+    for (uint64_t i = 0; i < 200; ++i) CHECK(push(rb, i, 5));  // 200 x 48 bytes: past 4 KiB
+    CHECK(!rb.rewind_if_empty(4096));                          // not empty
+    size_t size = 0;
+    for (uint64_t i = 0; i < 200; ++i) {
+        const auto* rec = static_cast<const uint64_t*>(rb.peek(&size));
+        CHECK(rec != nullptr);
+        if (!rec) return;
+        CHECK_EQ(rec[0], i);
+        rb.pop();
+    }
+    CHECK(!rb.rewind_if_empty(16384));  // 9,600 bytes in: not past 16 KiB
+    CHECK(rb.rewind_if_empty(4096));
+    CHECK(push(rb, 7, 5));
+    const auto* rec = static_cast<const uint64_t*>(rb.peek(&size));
+    CHECK(rec != nullptr && rec[0] == 7);
+    CHECK_EQ(rb.touched_bytes(), static_cast<size_t>(12288));  // what was written before: 3 pages
+}

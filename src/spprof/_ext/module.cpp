@@ -123,6 +123,11 @@ PyObject* build_stats(const Session* s) {
              put(d, "timer_attach_failures", PyLong_FromUnsignedLongLong(c.attach_failures)) &&
              put(d, "drains", PyLong_FromUnsignedLongLong(c.drains)) &&
              put(d, "records_drained", PyLong_FromUnsignedLongLong(c.records)) &&
+             put(d, "ring_rewinds", PyLong_FromUnsignedLongLong(c.ring_rewinds)) &&
+             put(d, "ring_touched_bytes", PyLong_FromSize_t(s->ring_touched_bytes())) &&
+             put(d, "idle_samples_folded", PyLong_FromUnsignedLongLong(c.idle_samples_folded)) &&
+             put(d, "idle_folded_over_limit", PyLong_FromUnsignedLongLong(c.idle_folded_over_limit)) &&
+             put(d, "sample_rows", PyLong_FromSize_t(s->store().row_count())) &&
              put(d, "records_unknown_thread", PyLong_FromUnsignedLongLong(c.unknown_thread)) &&
              put(d, "unknown_frames", PyLong_FromUnsignedLongLong(s->resolver().unknown_count())) &&
              put(d, "distinct_stacks", PyLong_FromSize_t(s->store().stack_count())) &&

@@ -52,6 +52,15 @@ bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& header, const R
     return ok;
 }
 
+bool rewind_drained_ring(ThreadCtx* ctx) {
+    RingBuffer* ring = ctx->ring_.get();
+    if (ring == nullptr || !ring->rewind_due(kRingRewindBytes)) return false;
+    if (ctx->busy_.exchange(true, std::memory_order_acquire)) return false;
+    const bool rewound = ring->rewind_if_empty(kRingRewindBytes);
+    ctx->busy_.store(false, std::memory_order_release);
+    return rewound;
+}
+
 bool record_take_drain_request() { return g_drain_wanted.exchange(false, std::memory_order_relaxed); }
 
 }  // namespace spprof

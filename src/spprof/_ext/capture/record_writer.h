@@ -90,6 +90,16 @@ bool write_record(RingBuffer& ring, const RawSampleHeader& header, const RawFram
 bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& header, const RawFrame* frames,
                           const uint64_t* native_pcs = nullptr);
 
+// The drain, after it emptied ctx's ring: puts the ring back at offset 0 when it is empty and
+// its writers have moved kRingRewindBytes or more into it, taking the ring's turn through
+// ctx->busy_ (a writer that meets it then drops and counts, as against the census; it is held
+// for a few loads and stores). So a ring touches the pages one drain period's records need,
+// not its whole capacity. False when the ring was busy, not empty or not far enough in.
+// A few idle records: rewinding every ring that holds more keeps a blocked thread's records
+// (one per census, a drain pass every 250 ms) inside the first page.
+constexpr size_t kRingRewindBytes = 512;
+bool rewind_drained_ring(ThreadCtx* ctx);
+
 // Drain thread: true once since the last call if a record left its ring over a quarter full
 // (the drain, which otherwise takes the GIL only every few periods, should run now).
 bool record_take_drain_request();

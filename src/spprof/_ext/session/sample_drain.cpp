@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "../capture/record_writer.h"
 #include "../capture/sample_record.h"
 
 namespace spprof {
@@ -15,6 +16,10 @@ namespace spprof {
 namespace {
 
 constexpr uint32_t kNoStack = 0xFFFFFFFFu;  // last_stack_ entry of a thread with none yet
+// An idle record continues a row when its span starts this close to the row's end: the census
+// stamps a record with its time and weighs it with the time since the thread's last census
+// reading, a few microseconds apart; a gap (a record lost to a busy or full ring) is not folded.
+constexpr uint64_t kFoldGapNs = 1000000;
 
 }  // namespace
 
@@ -41,6 +46,25 @@ void SampleDrain::slot_taken(uint32_t slot) {
         cpu_ts_.resize(slot + 1, 0);
     }
     cpu_stack_[slot] = kNoStack;
+    if (last_row_.size() <= slot) last_row_.resize(slot + 1, kNoRow);
+    last_row_[slot] = kNoRow;
+}
+
+size_t SampleDrain::fold_target(uint32_t serial, uint32_t id, uint32_t flags, const RawSampleHeader& hdr) const {
+    // Only a plain idle record without frames (its stack is last_stack_), into the thread's
+    // latest row when that row is idle on the same stack with the same flags and ends where
+    // this record's time begins.
+    if (flags != kSampleIdle || hdr.depth != 0 || serial >= last_row_.size() || last_row_[serial] == kNoRow)
+        return kNoRow;
+    const size_t r = last_row_[serial];
+    const SampleRow& row = store_.sample(r);
+    if (row.stack != last_stack_[serial] || (row.thread_and_flags & kSerialMask) != (id & kSerialMask) ||
+        (row.thread_and_flags >> kSerialBits) != kSampleIdle)
+        return kNoRow;
+    if (hdr.timestamp_ns < row.timestamp_ns || hdr.weight_ns > hdr.timestamp_ns) return kNoRow;
+    const uint64_t begins = hdr.timestamp_ns - hdr.weight_ns;
+    const uint64_t gap = begins > row.timestamp_ns ? begins - row.timestamp_ns : row.timestamp_ns - begins;
+    return gap <= kFoldGapNs ? r : kNoRow;
 }
 
 void SampleDrain::drain_all(bool over_limit) {
@@ -48,7 +72,10 @@ void SampleDrain::drain_all(bool over_limit) {
     const ThreadTable& table = threads_.table();
     for (size_t i = 0; i < table.slot_count(); ++i) {
         ThreadCtx* ctx = table.at(i);
-        if (ctx != nullptr && ctx->ring_) drain_ring(ctx->ring_.get());
+        if (ctx != nullptr && ctx->ring_) {
+            drain_ring(ctx->ring_.get());
+            if (rewind_drained_ring(ctx)) ++counters_.ring_rewinds;
+        }
     }
     threads_.collect_retired();
     keepalive_.end_of_pass();
@@ -79,6 +106,22 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
             cpu_ts_.resize(serial + 1, 0);
         }
         uint64_t timestamp = hdr->timestamp_ns;
+        if (last_row_.size() <= serial) last_row_.resize(serial + 1, kNoRow);
+        const size_t fold = fold_target(serial, id, flags, *hdr);
+        if (fold != kNoRow) {
+            // The wait goes on: the row that holds it grows (same bookkeeping as a new row's).
+            // Over the limit the time still lands, as one more sample no longer does.
+            store_.fold_into(fold, timestamp, hdr->weight_ns, !over_limit_);
+            last_ts_[serial] = std::max(last_ts_[serial], timestamp);
+            if (over_limit_) {
+                ++counters_.idle_folded_over_limit;
+            } else {
+                ++threads_.record(id).samples;
+                ++counters_.idle_samples_folded;
+            }
+            ring->pop();
+            continue;
+        }
         if (over_limit_) {
             ++counters_.dropped_memory;
             ring->pop();
@@ -120,6 +163,7 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
         if (!(flags & kSampleStackOnly)) {
             store_.add_sample(SampleRow{timestamp, hdr->weight_ns, stack,
                                         (id & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
+            last_row_[serial] = store_.row_count() - 1;
             ThreadRecord& owner = threads_.record(id);
             ++owner.samples;
             if (flags & kSampleOnCpu) {

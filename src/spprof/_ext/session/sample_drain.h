@@ -3,8 +3,11 @@
 // Each record names its thread by slot (or by kernel tid only); the profile names it by
 // record id, which outlives the slot. A record gets its stack from the StackBuilder, except
 // an idle or runnable record without frames (wall mode: the thread blocked, or waited for a
-// CPU, since its last stack), which reuses the thread's last stack. Over the memory limit,
-// records are counted and dropped. Drain thread or stop(), GIL held (the resolver). Also the
+// CPU, since its last stack), which reuses the thread's last stack; when such an idle record
+// continues the thread's latest row (idle, that stack, its time right after the row's), it is
+// folded into that row (StackStore::fold_into) instead of taking one: a blocked thread costs
+// one row per wait, not one per census. Over the memory limit, records are counted and
+// dropped (a fold still lands: it takes no new row). Drain thread or stop(), GIL held (the resolver). Also the
 // thread registry's RingSink: an ended thread's ring is emptied before it is reused.
 #pragma once
 
@@ -44,7 +47,8 @@ public:
     // The per-slot last stacks (part of the session's thread memory).
     size_t memory_bytes() const {
         return (last_stack_.capacity() + cpu_stack_.capacity()) * sizeof(uint32_t) + last_flags_.capacity() +
-               cpu_flags_.capacity() + (last_ts_.capacity() + cpu_ts_.capacity()) * sizeof(uint64_t);
+               cpu_flags_.capacity() + (last_ts_.capacity() + cpu_ts_.capacity()) * sizeof(uint64_t) +
+               last_row_.capacity() * sizeof(size_t);
     }
 
 private:
@@ -81,6 +85,12 @@ private:
     std::vector<uint32_t> cpu_stack_;
     std::vector<uint8_t> cpu_flags_;
     std::vector<uint64_t> cpu_ts_;
+    // Per slot: the store row of the thread's latest sample (kNoRow: none since the slot was
+    // taken). A blocked thread's next idle sample folds into it when it continues it
+    // (fold_target).
+    static constexpr size_t kNoRow = ~static_cast<size_t>(0);
+    std::vector<size_t> last_row_;
+    size_t fold_target(uint32_t serial, uint32_t id, uint32_t flags, const RawSampleHeader& hdr) const;
     bool over_limit_ = false;
 };
 

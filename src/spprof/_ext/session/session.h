@@ -86,6 +86,7 @@ public:
     // (contexts, rings, thread records).
     size_t memory_bytes() const { return store_.memory_bytes() + resolver_.memory_bytes() + thread_memory_bytes(); }
     size_t thread_memory_bytes() const { return threads_.memory_bytes() + drain_.memory_bytes(); }
+    size_t ring_touched_bytes() const { return threads_.ring_touched_bytes(); }
     bool running() const { return running_; }
     // stop() could not prove every capture finished: the owner must not delete the session.
     bool must_leak() const { return must_leak_; }

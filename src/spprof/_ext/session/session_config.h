@@ -50,6 +50,13 @@ struct SessionCounters {
     uint64_t cpu_before_found_ns = 0;     // CPU threads used before the session found them
     uint64_t ended_final_cpu_ns = 0;      // final CPU clock of every thread that ended, whole life
     uint64_t profile_cpu_ns = 0;          // on-CPU weight of the samples drained
+    // Emptied rings the drain put back at offset 0 (record_writer.h, rewind_drained_ring).
+    uint64_t ring_rewinds = 0;
+    // Idle samples folded into their thread's previous row (sample_drain.h): rows not taken.
+    uint64_t idle_samples_folded = 0;
+    // Idle records folded while over the memory limit: their time is in the row, they are not
+    // samples of their own (the export would pass the limit).
+    uint64_t idle_folded_over_limit = 0;
 };
 
 }  // namespace spprof

@@ -450,16 +450,20 @@ size_t SessionThreads::memory_bytes() const {
     // Rings by the pages they touched: a 256 KiB ring of a thread that wrote two records costs
     // the process 4 KiB, and counting capacity made a burst of short threads look like
     // hundreds of megabytes (and drop every sample at the limit).
+    return table_.memory_bytes() + ring_touched_bytes() + records_.capacity() * sizeof(ThreadRecord) + name_bytes_ +
+           (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
+           ring_pool_.capacity() * sizeof(ring_pool_[0]) +
+           (live_by_tstate_.size() + live_by_tid_.size() + python_by_tid_.size() + refused_.size()) * 4 * sizeof(void*) +  // a node and a bucket each
+           os_found_.capacity() * sizeof(OsThread) + (ended_tids_.size() + deferred_.size() + deferred_next_.size()) * 4 * sizeof(void*);
+}
+
+size_t SessionThreads::ring_touched_bytes() const {
     size_t rings = 0;
     for (size_t i = 0; i < table_.slot_count(); ++i)
         if (const ThreadCtx* ctx = table_.at(i))
             if (ctx->ring_) rings += ctx->ring_->touched_bytes();
     for (const auto& r : ring_pool_) rings += r->touched_bytes();
-    return table_.memory_bytes() + rings + records_.capacity() * sizeof(ThreadRecord) + name_bytes_ +
-           (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
-           ring_pool_.capacity() * sizeof(ring_pool_[0]) +
-           (live_by_tstate_.size() + live_by_tid_.size() + python_by_tid_.size() + refused_.size()) * 4 * sizeof(void*) +  // a node and a bucket each
-           os_found_.capacity() * sizeof(OsThread) + (ended_tids_.size() + deferred_.size() + deferred_next_.size()) * 4 * sizeof(void*);
+    return rings;
 }
 
 void SessionThreads::record_initial_stack(ThreadCtx* ctx, PyThreadState* ts) {

@@ -33,13 +33,43 @@ uint32_t StackStore::intern(const uint32_t* frames, uint32_t n) {
     return id;
 }
 
+void StackStore::fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, bool counted) {
+    SampleRow& row = blocks_[i / kRowsPerBlock][i % kRowsPerBlock];
+    row.weight_ns += weight_ns;
+    if (timestamp_ns > row.timestamp_ns) row.timestamp_ns = timestamp_ns;
+    if (!counted) return;
+    ++folded_[i];
+    ++folded_extra_;
+}
+
 void StackStore::copy_samples(SampleRow* out) const {
-    size_t left = rows_;
-    for (const auto& block : blocks_) {
-        const size_t n = left < kRowsPerBlock ? left : kRowsPerBlock;
-        std::memcpy(out, block.get(), n * sizeof(SampleRow));
-        out += n;
-        left -= n;
+    if (folded_.empty()) {
+        size_t left = rows_;
+        for (const auto& block : blocks_) {
+            const size_t n = left < kRowsPerBlock ? left : kRowsPerBlock;
+            std::memcpy(out, block.get(), n * sizeof(SampleRow));
+            out += n;
+            left -= n;
+        }
+        return;
+    }
+    for (size_t i = 0; i < rows_; ++i) {
+        const SampleRow& row = sample(i);
+        const auto it = folded_.find(i);
+        if (it == folded_.end()) {
+            *out++ = row;
+            continue;
+        }
+        // The row's span [timestamp - weight, timestamp] cut into n equal samples, in order.
+        const uint64_t n = it->second + 1;
+        const uint64_t each = row.weight_ns / n;
+        const uint64_t start = row.timestamp_ns > row.weight_ns ? row.timestamp_ns - row.weight_ns : 0;
+        for (uint64_t k = 0; k < n; ++k) {
+            SampleRow piece = row;
+            piece.weight_ns = k + 1 < n ? each : row.weight_ns - each * (n - 1);
+            piece.timestamp_ns = k + 1 < n ? start + each * (k + 1) : row.timestamp_ns;
+            *out++ = piece;
+        }
     }
 }
 

@@ -2,7 +2,10 @@
 //
 // A stack is a root-first sequence of frame ids, stored once; a sample is 24 bytes naming its
 // stack, thread, time and weight. Memory therefore grows with the number of distinct stacks
-// plus a small fixed cost per sample, and the session's memory limit is enforced here.
+// plus a small fixed cost per sample, and the session's memory limit is enforced here. A
+// blocked thread's run of idle samples on one stack is folded into one row (fold_into), so
+// a wait costs one row however long it lasts; memory_bytes() still counts each folded sample
+// at the 24 bytes it takes once exported, so the limit bounds the profile stop() returns.
 // Threads: the drain only, GIL held.
 #pragma once
 
@@ -42,14 +45,30 @@ public:
         blocks_.back()[rows_ % kRowsPerBlock] = row;
         ++rows_;
     }
-    size_t sample_count() const { return rows_; }
+    // Samples the store stands for: its rows, each folded row counted as the samples it holds.
+    size_t sample_count() const { return rows_ + folded_extra_; }
     const SampleRow& sample(size_t i) const { return blocks_[i / kRowsPerBlock][i % kRowsPerBlock]; }
-    // Copies every row, in order, into out (sample_count() rows).
+    // Copies every sample, in order, into out (sample_count() rows): a folded row comes out as
+    // the samples it holds (see fold_into).
     void copy_samples(SampleRow* out) const;
+
+    // Rows held (a folded row is one), and the samples folded into rows that held one already.
+    size_t row_count() const { return rows_; }
+    size_t folded_samples() const { return folded_extra_; }
+    // Folds one more sample into row `i` (a blocked thread's idle sample on the stack of its
+    // previous idle row, wall mode: sample_drain.h): the row's weight grows by weight_ns and
+    // its time moves to timestamp_ns, so the row spans the whole wait; the store keeps how
+    // many samples the row holds. copy_samples() gives them back as that many samples, evenly
+    // spaced over the row's span and sharing its weight (the remainder on the last), so every
+    // count, weight and span an output shows is what the separate rows showed.
+    // `counted` false (the session is over its memory limit): the weight and time still land
+    // but the row holds no more samples, so the export stays within the limit.
+    void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, bool counted);
 
     size_t memory_bytes() const {
         return pool_.capacity() * 4 + offsets_.capacity() * 4 + index_.size() * 48 +
-               blocks_.size() * kRowsPerBlock * sizeof(SampleRow);
+               blocks_.size() * kRowsPerBlock * sizeof(SampleRow) + folded_.size() * kFoldedNodeBytes +
+               folded_extra_ * sizeof(SampleRow);  // what the folded samples take once exported
     }
 
 private:
@@ -61,6 +80,10 @@ private:
     std::unordered_multimap<uint64_t, uint32_t> index_;
     std::vector<std::unique_ptr<SampleRow[]>> blocks_;
     size_t rows_ = 0;
+    // Folded rows: row index -> samples it holds beyond its first. A node and a bucket each.
+    static constexpr size_t kFoldedNodeBytes = 48;
+    std::unordered_map<size_t, uint64_t> folded_;
+    size_t folded_extra_ = 0;
 };
 
 }  // namespace spprof

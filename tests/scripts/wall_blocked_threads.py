@@ -1,0 +1,99 @@
+"""N threads blocked in Event.wait() for S seconds under spprof: prints JSON figures.
+
+argv: mode threads seconds interval_ms memory_limit_mb [rss] ("rss": figures only).
+Used by tests/test_wall_memory.py and the RSS figures in docs/performance.md
+("Blocked threads in wall mode").
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import threading
+import time
+
+import spprof
+
+
+def main() -> None:
+    mode, n, seconds, interval_ms, limit_mb = (
+        sys.argv[1],
+        int(sys.argv[2]),
+        float(sys.argv[3]),
+        float(sys.argv[4]),
+        float(sys.argv[5]),
+    )
+    threading.stack_size(256 * 1024)  # thousands of threads: keep their stacks small
+    go = threading.Event()
+    release = threading.Event()
+    ready = threading.Semaphore(0)
+    spans: dict[str, tuple[int, int]] = {}
+
+    def blocked() -> None:
+        ready.release()
+        go.wait()
+        t0 = time.monotonic_ns()
+        release.wait()  # WAIT_LINE
+        spans[threading.current_thread().name] = (t0, time.monotonic_ns())
+
+    threads = [threading.Thread(target=blocked, name=f"blocked-{i}") for i in range(n)]
+    with spprof.Profiler(interval_ms=interval_ms, mode=mode, memory_limit_mb=limit_mb) as p:
+        for t in threads:
+            t.start()
+        for _ in threads:
+            ready.acquire()
+        go.set()
+        time.sleep(seconds)
+        during = dict(spprof.stats())
+        rss_during = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        release.set()
+        for t in threads:
+            t.join()
+    prof = p.profile
+    assert prof is not None
+    rss_stopped = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if sys.argv[6:] == [
+        "rss"
+    ]:  # figures only: no per-sample analysis (its objects dwarf the profile)
+        print(
+            json.dumps(
+                {
+                    "during": {k: v for k, v in during.items() if isinstance(v, (int, float))},
+                    "after": {
+                        k: v for k, v in dict(prof.stats).items() if isinstance(v, (int, float))
+                    },
+                    "rss_max": rss_during,
+                    "rss_max_end": rss_stopped,
+                }
+            )
+        )
+        return
+    with open(__file__) as src:
+        marked = [i for i, line in enumerate(src, 1) if line.rstrip().endswith("# WAIT_LINE")]
+    wait_line = marked[0]
+    # Per blocked thread: its idle rows and their weight on the line of the measured wait.
+    rows: dict[str, int] = {}
+    weight: dict[str, int] = {}
+    for s in prof.samples:
+        at = [f.lineno for f in s.frames if f.function_name == "blocked"]
+        if s.thread_name.startswith("blocked-") and s.idle and at == [wait_line]:
+            rows[s.thread_name] = rows.get(s.thread_name, 0) + 1
+            weight[s.thread_name] = weight.get(s.thread_name, 0) + s.weight_ns
+    print(
+        json.dumps(
+            {
+                "during": {k: v for k, v in during.items() if isinstance(v, (int, float))},
+                "after": {k: v for k, v in dict(prof.stats).items() if isinstance(v, (int, float))},
+                "rss_max": rss_during,
+                "rss_max_end": rss_stopped,
+                "rows": rows,
+                "weight": weight,
+                "spans": {k: v[1] - v[0] for k, v in spans.items()},
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
