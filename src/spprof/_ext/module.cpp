@@ -25,6 +25,7 @@
 #include "signal_handler.h"
 #include "session/stack_store.h"
 #include "session/thread_exit_watch.h"
+#include "thread_start_hook.h"
 #include "unwind/unwinder.h"
 
 namespace spprof {
@@ -377,21 +378,46 @@ void on_thread_exit(PyObject* module, PyThreadState* ts, uint64_t tid) {
 PyObject* py_register_current_thread(PyObject* module, PyObject* args) {
     // Optional: the thread's entry code (its target's) and the hook's own code (left out of
     // the entry stack). Anything that is not a code object is ignored.
+    // And its name, when threading has not put the thread in _active yet (a str, else ignored).
     PyObject* entry = nullptr;
     PyObject* skip = nullptr;
-    if (!PyArg_ParseTuple(args, "|OO:register_current_thread", &entry, &skip)) return nullptr;
+    PyObject* name = nullptr;
+    if (!PyArg_ParseTuple(args, "|OOO:register_current_thread", &entry, &skip, &name)) return nullptr;
     if (entry != nullptr && !PyCode_Check(entry)) entry = nullptr;
     if (skip != nullptr && !PyCode_Check(skip)) skip = nullptr;
+    const char* name_utf8 = nullptr;
+    if (name != nullptr && PyUnicode_Check(name)) {
+        name_utf8 = PyUnicode_AsUTF8(name);
+        if (name_utf8 == nullptr) PyErr_Clear();
+    }
     ModuleState* st = state_of(module);
     if (st->session != nullptr) {
         const SessionMutation changing;
-        Error e = st->session->register_current_thread(entry, skip);
+        Error e = st->session->register_current_thread(entry, skip, name_utf8);
         if (!e.ok()) return raise(e);
         // Main interpreter only: the watch's type belongs to it.
         if (PyThreadState_Get()->interp == PyInterpreterState_Main())
             thread_exit_watch_install(module, &on_thread_exit, platform_current_tid());
     }
     Py_RETURN_NONE;
+}
+
+PyObject* py_thread_start_hook(PyObject*, PyObject* args) {
+    PyObject* original = nullptr;
+    PyObject* register_thread = nullptr;
+    if (!PyArg_ParseTuple(args, "OO:thread_start_hook", &original, &register_thread)) return nullptr;
+    if (!PyCallable_Check(original) || !PyCallable_Check(register_thread)) {
+        PyErr_SetString(PyExc_TypeError, "thread_start_hook(original, register_thread): both must be callable");
+        return nullptr;
+    }
+    return thread_start_hook_new(original, register_thread);
+}
+
+PyObject* py_thread_start_hook_original(PyObject*, PyObject* obj) {
+    PyObject* original = thread_start_hook_original(obj);
+    if (original == nullptr) Py_RETURN_NONE;
+    Py_INCREF(original);
+    return original;
 }
 
 PyObject* py_drain(PyObject* module, PyObject*) {
@@ -507,7 +533,12 @@ PyMethodDef kMethods[] = {
     {"is_active", py_is_active, METH_NOARGS, "is_active() -> bool"},
     {"stats", py_stats, METH_NOARGS, "stats() -> dict"},
     {"register_current_thread", py_register_current_thread, METH_VARARGS,
-     "register the calling thread with the running session (optional: its entry code, the hook's code)"},
+     "register the calling thread with the running session (optional: its entry code, the hook's code, its name)"},
+    {"thread_start_hook", py_thread_start_hook, METH_VARARGS,
+     "thread_start_hook(original, register_thread): a method for Thread._bootstrap_inner that calls "
+     "register_thread(thread), then original(thread)"},
+    {"thread_start_hook_original", py_thread_start_hook_original, METH_O,
+     "thread_start_hook_original(obj): the original a thread_start_hook wraps, or None when obj is not one"},
     {"drain", py_drain, METH_NOARGS, "drain the sample rings now"},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},

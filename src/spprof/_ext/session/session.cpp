@@ -165,11 +165,12 @@ void Session::abandon_after_fork() {
     drain_thread_.abandon();
 }
 
-Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code) {
+Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code, const char* name) {
     if (!running_) return Error::none();
     PyThreadState* ts = PyThreadState_Get();
     if (ts == drain_thread_.tstate()) return Error::none();
     threads_.register_current(ts, entry_code, skip_code);
+    if (name != nullptr) threads_.name_current_if_unnamed(ts, name);
     return Error::none();
 }
 

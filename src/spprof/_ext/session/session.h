@@ -59,8 +59,10 @@ public:
     // timer, handler or thread of ours remains and every captured record is in the store.
     Error stop();
     // GIL held, on the thread to register (the threading hook). Idempotent. entry_code,
-    // skip_code: see SessionThreads::register_current (may be null).
-    Error register_current_thread(PyObject* entry_code = nullptr, PyObject* skip_code = nullptr);
+    // skip_code: see SessionThreads::register_current (may be null). name (may be null): the
+    // thread's, when threading has not put it in _active yet (the hook runs before that).
+    Error register_current_thread(PyObject* entry_code = nullptr, PyObject* skip_code = nullptr,
+                                  const char* name = nullptr);
     // GIL held, while the state of a thread the hook registered is cleared (the watch of
     // thread_exit_watch.h): on that thread, its final CPU reading; from any other, nothing.
     void thread_exiting(PyThreadState* ts, uint64_t tid);

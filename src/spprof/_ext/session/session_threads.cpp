@@ -168,6 +168,26 @@ void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, P
     if (ThreadCtx* ctx = register_thread(ts, ts->thread_id, tid, true)) record_entry_stack(ctx, ts, entry_code, skip_code);
 }
 
+void SessionThreads::name_current_if_unnamed(PyThreadState* ts, const char* name) {
+    uint32_t slot = ThreadTable::kNoSlot;
+    auto by_tid = live_by_tid_.find(platform_current_tid());
+    if (by_tid != live_by_tid_.end()) {
+        slot = by_tid->second;
+    } else {
+        auto by_ts = live_by_tstate_.find(ts);
+        if (by_ts != live_by_tstate_.end()) slot = by_ts->second;
+    }
+    if (slot == ThreadTable::kNoSlot) return;
+    const uint32_t id = record_of_slot(slot);
+    if (id == kNoRecord) return;
+    ThreadRecord& rec = records_[id];
+    if (rec.name_from_threading) return;
+    name_bytes_ -= rec.name.capacity();
+    rec.name = name;
+    rec.name_from_threading = true;  // threading's name for it, from the Thread object itself
+    name_bytes_ += rec.name.capacity();
+}
+
 void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
     auto native = live_by_tid_.find(tid);
     if (native != live_by_tid_.end()) {

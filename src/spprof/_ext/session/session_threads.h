@@ -97,6 +97,10 @@ public:
     // the frames the walk finds; frames of skip_code at the leaf, the hook's own, left out):
     // the stack of a thread-end sample when no sample came before it.
     void register_current(PyThreadState* ts, PyObject* entry_code = nullptr, PyObject* skip_code = nullptr);
+    // GIL held, on the thread that owns `ts`, right after register_current: `name` (the
+    // Thread object's) when threading's _active did not name it yet. refresh_names still
+    // follows a rename.
+    void name_current_if_unnamed(PyThreadState* ts, const char* name);
     // GIL held, on the thread that owns `ts`, as it ends (its state being cleared): deletes
     // its CPU timer, writes the expiries it owed as a thread-end sample (depth 0: the drain
     // gives it the thread's last stack) and takes its CPU clock's last reading. The next scan
