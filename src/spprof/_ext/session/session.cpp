@@ -169,8 +169,7 @@ Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code
     if (!running_) return Error::none();
     PyThreadState* ts = PyThreadState_Get();
     if (ts == drain_thread_.tstate()) return Error::none();
-    threads_.register_current(ts, entry_code, skip_code);
-    if (name != nullptr) threads_.name_current_if_unnamed(ts, name);
+    threads_.register_current(ts, entry_code, skip_code, name);
     return Error::none();
 }
 
