@@ -123,7 +123,8 @@ def markdown(result: dict, modes: list) -> str:
     for name, by in result.items():
         p = by["plain"]
         cells = [
-            f"{by[m]['wall_us']:.1f} ({by[m]['cpu_us']:.1f}), {by[m]['added_us']:+.1f}, {by[m]['ratio']:.2f}x"
+            f"{by[m]['wall_us']:.1f} ({by[m]['cpu_us']:.1f}), "
+            f"{by[m]['added_us']:+.1f}, {by[m]['ratio']:.2f}x"
             for m in modes
         ]
         lines.append(
