@@ -465,6 +465,19 @@ def _after_fork_child() -> None:
         _ext._unwatch_exit_signals()
 
 
+def _before_fork() -> None:
+    """spprof's helper threads are stopped across os.fork (joined, not paused: CPython 3.12+
+    counts OS threads to warn that a fork may deadlock), so that the child inherits none of
+    them, nor a lock one of them held; the parent starts them again (_after_fork_parent)."""
+    _ext.stop_threads_for_fork()
+
+
+def _after_fork_parent() -> None:
+    _ext.restart_threads_after_fork()
+
+
 atexit.register(_stop_at_exit)
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_child)
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child
+    )

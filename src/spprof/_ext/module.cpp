@@ -440,6 +440,26 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     Py_RETURN_NONE;
 }
 
+PyObject* py_stop_threads_for_fork(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) {
+        const SessionMutation changing;
+        st->session->stop_threads_for_fork();
+    }
+    if (st->exit_watcher != nullptr) st->exit_watcher->stop_thread_for_fork();
+    Py_RETURN_NONE;
+}
+
+PyObject* py_restart_threads_after_fork(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) {
+        const SessionMutation changing;
+        st->session->restart_threads_after_fork();
+    }
+    if (st->exit_watcher != nullptr) st->exit_watcher->restart_thread_after_fork();
+    Py_RETURN_NONE;
+}
+
 PyObject* py_watch_exit_signals(PyObject* module, PyObject* callback) {
     ModuleState* st = state_of(module);
     if (!PyCallable_Check(callback)) {
@@ -541,6 +561,10 @@ PyMethodDef kMethods[] = {
      "thread_start_hook_original(obj): the original a thread_start_hook wraps, or None when obj is not one"},
     {"drain", py_drain, METH_NOARGS, "drain the sample rings now"},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
+    {"stop_threads_for_fork", py_stop_threads_for_fork, METH_NOARGS,
+     "before os.fork, in the parent: stop spprof's helper threads (the drain, the wall census, the exit-signal watcher)"},
+    {"restart_threads_after_fork", py_restart_threads_after_fork, METH_NOARGS,
+     "after os.fork, in the parent: start the threads stop_threads_for_fork stopped again"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},
     {"_watch_exit_signals", py_watch_exit_signals, METH_O,
      "_watch_exit_signals(callback): on SIGTERM/SIGHUP/SIGQUIT left at SIG_DFL, call "

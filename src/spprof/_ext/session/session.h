@@ -70,6 +70,13 @@ public:
     void periodic();
     // In a forked child: forget everything without touching locks or Python objects.
     void abandon_after_fork();
+    // GIL held (released while joining). Around os.fork, in the parent (os.register_at_fork's
+    // before / after_in_parent): spprof's threads of this session (the drain, the wall census)
+    // are stopped, not paused, so that the child inherits none of their locks and CPython
+    // 3.12+ does not warn that a single-threaded program is multi-threaded. Samples keep
+    // arriving in the rings meanwhile (a full ring counts its drops, as always). Idempotent.
+    void stop_threads_for_fork();
+    void restart_threads_after_fork();
 
     const SessionConfig& config() const { return config_; }
     const std::vector<ThreadRecord>& threads() const { return threads_.records(); }
@@ -118,6 +125,7 @@ private:
     StackStore store_;
     SampleDrain drain_;
     std::unique_ptr<WallSampler> wall_;
+    bool threads_stopped_for_fork_ = false;
     // Native mode. Destroyed with the session, after stop() has restored the handler.
     std::unique_ptr<UnwindTables> unwind_;
     DrainThread drain_thread_;
