@@ -42,6 +42,9 @@ FORKING = textwrap.dedent(
         _, status = os.waitpid(pid, 0)
         after_fork()
         return status >> 8  # exited normally (os.waitstatus_to_exitcode is 3.9+)
+
+    def os_threads():
+        return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None
     """
 )
 
@@ -49,13 +52,16 @@ API_PROGRAM = FORKING + textwrap.dedent(
     """
     import spprof
     with spprof.Profiler(interval_ms=5, mode=sys.argv[1]) as p:
+        threads_before = os_threads()
         child = run()
+        threads_after = os_threads()
     seconds = {}
     for s in p.profile.samples:
         for name in ("before_fork", "after_fork"):
             if s.on_cpu and any(f.function_name == name for f in s.frames):
                 seconds[name] = seconds.get(name, 0) + s.weight_ns / 1e9
     print(json.dumps({"child": child, "seconds": seconds,
+                      "os_threads": [threads_before, threads_after],
                       "threads": sorted({s.thread_name for s in p.profile.samples})}))
     """
 )
@@ -71,7 +77,10 @@ def test_single_threaded_program_forks_under_the_api_without_a_warning(mode):
     out = json.loads(r.stdout)
     assert out["child"] == 7
     assert out["threads"] == ["MainThread"]
-    # The parent goes on being profiled after the fork: its drain and census came back.
+    # The parent goes on being profiled after the fork: its drain (and census) came back.
+    if sys.platform.startswith("linux"):
+        before, after = out["os_threads"]
+        assert before == after >= 2, out
     assert 0.2 <= out["seconds"].get("after_fork", 0) <= 0.4, out
     assert 0.13 <= out["seconds"].get("before_fork", 0) <= 0.27, out
 

@@ -440,7 +440,60 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     Py_RETURN_NONE;
 }
 
+// Between os.fork's before hook and its after_in_parent hook (main interpreter, GIL held).
+bool g_forking = false;
+
+#if PY_VERSION_HEX >= 0x030D0000
+// The frame that called os.fork, and its instruction then (3.13+: see restart_threads_pending).
+PyFrameObject* g_fork_caller = nullptr;
+int g_fork_caller_lasti = -1;
+
+void remember_fork_caller() {
+    Py_CLEAR(g_fork_caller);
+    PyFrameObject* hook = PyEval_GetFrame();  // borrowed: the before hook's own frame
+    g_fork_caller = hook != nullptr ? PyFrame_GetBack(hook) : nullptr;  // hooks run inside os.fork
+    g_fork_caller_lasti = g_fork_caller != nullptr ? PyFrame_GetLasti(g_fork_caller) : -1;
+}
+
+// True once the frame that called os.fork has moved past that call (or no frame called it).
+bool fork_returned() {
+    return g_fork_caller == nullptr || PyFrame_GetLasti(g_fork_caller) != g_fork_caller_lasti;
+}
+#endif
+
+void restart_threads_now(PyObject* module) {
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) {
+        const SessionMutation changing;
+        st->session->restart_threads_after_fork();
+    }
+    if (st->exit_watcher != nullptr) st->exit_watcher->restart_thread_after_fork();
+}
+
+#if PY_VERSION_HEX >= 0x030D0000
+// A pending call (main thread, GIL held). It also runs in Python code of the after_in_parent
+// hooks registered after ours, still inside os.fork and before its thread count: then it asks
+// to run again (a pass of pending calls is bounded; the next comes at the next eval-breaker
+// check), until the frame that called os.fork has moved on.
+int restart_threads_pending(void* arg) {
+    PyObject* module = static_cast<PyObject*>(arg);
+    if (g_forking) {  // another fork began: its after_in_parent schedules the restart
+        Py_DECREF(module);
+        return 0;
+    }
+    if (!fork_returned() && Py_AddPendingCall(&restart_threads_pending, module) == 0) return 0;
+    Py_CLEAR(g_fork_caller);
+    restart_threads_now(module);
+    Py_DECREF(module);
+    return 0;
+}
+#endif
+
 PyObject* py_stop_threads_for_fork(PyObject* module, PyObject*) {
+    g_forking = true;
+#if PY_VERSION_HEX >= 0x030D0000
+    remember_fork_caller();
+#endif
     ModuleState* st = state_of(module);
     if (st->session != nullptr) {
         const SessionMutation changing;
@@ -451,12 +504,17 @@ PyObject* py_stop_threads_for_fork(PyObject* module, PyObject*) {
 }
 
 PyObject* py_restart_threads_after_fork(PyObject* module, PyObject*) {
-    ModuleState* st = state_of(module);
-    if (st->session != nullptr) {
-        const SessionMutation changing;
-        st->session->restart_threads_after_fork();
-    }
-    if (st->exit_watcher != nullptr) st->exit_watcher->restart_thread_after_fork();
+    g_forking = false;
+#if PY_VERSION_HEX >= 0x030D0000
+    // 3.13+ counts the process's threads for its fork warning after the after_in_parent hooks
+    // have run: start ours once os.fork has returned, from a pending call (the main thread's,
+    // at its next bytecode). If the queue is full, now (the warning then shows, the profile
+    // is whole).
+    Py_INCREF(module);
+    if (Py_AddPendingCall(&restart_threads_pending, module) == 0) Py_RETURN_NONE;
+    Py_DECREF(module);
+#endif
+    restart_threads_now(module);
     Py_RETURN_NONE;
 }
 
