@@ -153,7 +153,7 @@ def test_thread_start_benchmark_runs_and_fills_every_cell(capsys):
     from benchmarks import thread_start
 
     assert thread_start.main(["--smoke"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
     assert [r.split("|")[1].strip() for r in rows] == ["alive=1", "alive=20", "short"]
     assert all(row.count(" us") == 0 and row.count("x |") == 1 for row in rows), rows
 
@@ -163,5 +163,5 @@ def test_fork_cost_benchmark_runs(capsys):
     from benchmarks import fork_cost
 
     assert fork_cost.main(["--forks", "5", "--rounds", "1"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
     assert [r.split("|")[1].strip() for r in rows] == ["plain", "cpu", "wall"]
