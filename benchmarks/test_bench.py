@@ -145,3 +145,23 @@ def test_accuracy_benchmarks_run_and_report_every_profiler(module: str, capsys):
     assert mod.main(args) == 0
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
     assert table and all("| spprof |" not in row or "%" in row for row in table)
+
+
+def test_thread_start_benchmark_runs_and_fills_every_cell(capsys):
+    """benchmarks/thread_start.py at a tiny size (a few fresh interpreters), so it never rots:
+    one row per case, a figure for plain and for spprof in each."""
+    from benchmarks import thread_start
+
+    assert thread_start.main(["--smoke"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    assert [r.split("|")[1].strip() for r in rows] == ["alive=1", "alive=20", "short"]
+    assert all(row.count(" us") == 0 and row.count("x |") == 1 for row in rows), rows
+
+
+def test_fork_cost_benchmark_runs(capsys):
+    """benchmarks/fork_cost.py at a tiny size: a row per configuration."""
+    from benchmarks import fork_cost
+
+    assert fork_cost.main(["--forks", "5", "--rounds", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    assert [r.split("|")[1].strip() for r in rows] == ["plain", "cpu", "wall"]

@@ -16,6 +16,7 @@ import pytest
 
 import spprof
 from conftest import SCRIPTS, run_python
+from spprof import _ext
 from spprof._load import ProfileFormatError, loads
 from test_reliability_common import figure, scale
 
@@ -25,6 +26,7 @@ TARGET = str(SCRIPTS / "cli_target.py")
 def _untouched(before_handler) -> None:
     assert not spprof.is_active()
     assert getattr(threading, "_profile_hook", None) is None
+    assert _ext.thread_start_hook_original(threading.Thread.__dict__["_bootstrap_inner"]) is None
     assert signal.getsignal(signal.SIGPROF) == before_handler
     if sys.platform.startswith("linux"):
         assert Path("/proc/self/timers").read_text().strip() == ""

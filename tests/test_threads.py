@@ -173,12 +173,13 @@ def test_threads_ending_mid_session_free_their_timers(timer):
 
 
 class _SlowToRegister(threading.Thread):
-    """Lingers between getting its OS thread and entering threading._active, so a drain
-    pass's scan registers it while threading cannot name it yet."""
+    """Lingers between getting its OS thread and spprof's registration (which comes before
+    threading's _bootstrap_inner, so before threading._active names it), so a drain pass's
+    scan registers it first, while threading cannot name it yet."""
 
-    def _set_native_id(self) -> None:
-        super()._set_native_id()  # type: ignore[misc]
+    def _bootstrap(self) -> None:
         time.sleep(0.6)  # more than two drain passes (250 ms each)
+        super()._bootstrap()  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("timer", ["thread", "itimer"])

@@ -30,7 +30,6 @@ from .output import PathLike, write
 F = TypeVar("F", bound=Callable[..., Any])
 
 _active: Optional[ValidConfig] = None
-_prev_thread_hook: Any = None
 _lock = threading.Lock()
 # start(output_path=...) only: what the session covers, so that stop() undoes just that.
 _covers_exit_calls = False
@@ -97,38 +96,50 @@ def _is_profiler_frame(frame: Any) -> bool:
 # ---- thread discovery ---------------------------------------------------------------------
 
 
-def _entry_code() -> Any:
-    """The code the current threading.Thread runs: its target's, unless run() is overridden
-    (then run's own frame, already on the stack, is the entry). None when there is none."""
-    thread = threading.current_thread()
+def _entry_code(thread: threading.Thread) -> Any:
+    """The code `thread` runs: its target's, unless run() is overridden (then run's own frame,
+    on the stack once it runs, is the entry). None when there is none."""
     if type(thread).run is not threading.Thread.run:
         return None
     return getattr(getattr(thread, "_target", None), "__code__", None)
 
 
-def _thread_hook(frame: Any, event: str, arg: Any) -> Any:
-    """Runs once on every new threading.Thread, before run(): registers it and steps aside."""
-    chained = _prev_thread_hook
-    sys.setprofile(chained)
+def _register_thread(thread: threading.Thread) -> None:
+    """Runs on every new threading.Thread, on the thread, before threading's _bootstrap_inner
+    (so before its target): registers it. Never raises (the program's thread must run).
+
+    threading has not set the thread's ident nor put it in _active yet: nothing here may call
+    threading.current_thread() (it would make a _DummyThread). The name comes from `thread`."""
     try:
-        _ext.register_current_thread(_entry_code(), _thread_hook.__code__)
-    except Exception as exc:  # never break the user's thread
-        _debug.debug(f"could not register {threading.current_thread().name}: {exc}")
-    if chained is not None:
-        return chained(frame, event, arg)
-    return None
+        _ext.register_current_thread(_entry_code(thread), _register_thread.__code__, thread.name)
+    except Exception as exc:
+        _debug.debug(f"could not register {thread.name}: {exc}")
+
+
+# The method of threading.Thread that _bootstrap calls on the new thread (3.9-3.15).
+_BOOTSTRAP_INNER = "_bootstrap_inner"
 
 
 def _install_thread_hook() -> None:
-    global _prev_thread_hook
-    current = getattr(threading, "_profile_hook", None)
-    _prev_thread_hook = None if current is _thread_hook else current
-    threading.setprofile(_thread_hook)
+    """Thread._bootstrap_inner becomes a C method that calls _register_thread, then the
+    original: nothing the program can see in threading.getprofile()/gettrace() or reset with
+    setprofile(None), no frame of spprof's on the thread's stack, no PEP 669 re-instrumentation
+    per thread (3.12+). Threads of _thread.start_new_thread never pass here (nor did they pass
+    the setprofile hook before): the drain's scan finds them, up to a pass after they start."""
+    current = threading.Thread.__dict__.get(_BOOTSTRAP_INNER)
+    if current is None or _ext.thread_start_hook_original(current) is not None:
+        return  # not there (an unknown threading), or already ours
+    setattr(threading.Thread, _BOOTSTRAP_INNER, _ext.thread_start_hook(current, _register_thread))
 
 
 def _remove_thread_hook() -> None:
-    if getattr(threading, "_profile_hook", None) is _thread_hook:
-        threading.setprofile(_prev_thread_hook)
+    """Puts the original back, only while Thread._bootstrap_inner is still ours (a program or
+    another tool may have wrapped it since: theirs stays, and ours in it becomes a no-op once
+    the session stops, as registration outside a session does nothing)."""
+    current = threading.Thread.__dict__.get(_BOOTSTRAP_INNER)
+    original = _ext.thread_start_hook_original(current) if current is not None else None
+    if original is not None:
+        setattr(threading.Thread, _BOOTSTRAP_INNER, original)
 
 
 # ---- the API ----------------------------------------------------------------------------------
@@ -454,6 +465,19 @@ def _after_fork_child() -> None:
         _ext._unwatch_exit_signals()
 
 
+def _before_fork() -> None:
+    """spprof's helper threads are stopped across os.fork (joined, not paused: CPython 3.12+
+    counts OS threads to warn that a fork may deadlock), so that the child inherits none of
+    them, nor a lock one of them held; the parent starts them again (_after_fork_parent)."""
+    _ext.stop_threads_for_fork()
+
+
+def _after_fork_parent() -> None:
+    _ext.restart_threads_after_fork()
+
+
 atexit.register(_stop_at_exit)
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_child)
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child
+    )

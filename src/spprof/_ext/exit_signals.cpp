@@ -108,6 +108,28 @@ void ExitSignalWatcher::stop() {
     if (late != 0) platform_die_by_signal(late);
 }
 
+void ExitSignalWatcher::stop_thread_for_fork() {
+    if (!started_) return;
+    platform_exit_signals_wake();
+    // As in stop(): a signal read before the wake-up ends the process from the watcher.
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(thread_, nullptr);
+    Py_END_ALLOW_THREADS
+    started_ = false;
+    stopped_for_fork_ = true;
+}
+
+void ExitSignalWatcher::restart_thread_after_fork() {
+    if (!stopped_for_fork_) return;
+    stopped_for_fork_ = false;
+    if (own_thread_create(&thread_, &ExitSignalWatcher::thread_main, this) == 0) {
+        started_ = true;
+    } else {
+        log_warning("could not restart the exit-signal watcher after fork: SIGTERM, SIGHUP and SIGQUIT now "
+                    "end the program without writing the profile");
+    }
+}
+
 void* ExitSignalWatcher::thread_main(void* self) {
     OwnThreadScope own;  // never sampled; its CPU time is spprof's in the balance
     platform_block_signals_in_this_thread();

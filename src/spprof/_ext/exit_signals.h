@@ -35,6 +35,13 @@ class ExitSignalWatcher {
     // caller has written the profile by then). In a forked child, only forgets the handler.
     void stop();
 
+    // GIL held (released while joining). Around os.fork, in the parent: the watcher thread is
+    // stopped (the child inherits no thread of ours, nor CPython 3.12+'s fork warning) and
+    // started again; the handler stays, and a signal that arrives meanwhile waits in the pipe
+    // for the new thread. Idempotent.
+    void stop_thread_for_fork();
+    void restart_thread_after_fork();
+
     ~ExitSignalWatcher();
     ExitSignalWatcher(const ExitSignalWatcher&) = delete;
     ExitSignalWatcher& operator=(const ExitSignalWatcher&) = delete;
@@ -47,6 +54,7 @@ class ExitSignalWatcher {
     PyObject* callback_;  // strong reference, dropped by stop()
     pthread_t thread_{};
     bool started_ = false;
+    bool stopped_for_fork_ = false;
 };
 
 }  // namespace spprof

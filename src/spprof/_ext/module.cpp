@@ -25,6 +25,7 @@
 #include "signal_handler.h"
 #include "session/stack_store.h"
 #include "session/thread_exit_watch.h"
+#include "thread_start_hook.h"
 #include "unwind/unwinder.h"
 
 namespace spprof {
@@ -383,21 +384,46 @@ void on_thread_exit(PyObject* module, PyThreadState* ts, uint64_t tid) {
 PyObject* py_register_current_thread(PyObject* module, PyObject* args) {
     // Optional: the thread's entry code (its target's) and the hook's own code (left out of
     // the entry stack). Anything that is not a code object is ignored.
+    // And its name, when threading has not put the thread in _active yet (a str, else ignored).
     PyObject* entry = nullptr;
     PyObject* skip = nullptr;
-    if (!PyArg_ParseTuple(args, "|OO:register_current_thread", &entry, &skip)) return nullptr;
+    PyObject* name = nullptr;
+    if (!PyArg_ParseTuple(args, "|OOO:register_current_thread", &entry, &skip, &name)) return nullptr;
     if (entry != nullptr && !PyCode_Check(entry)) entry = nullptr;
     if (skip != nullptr && !PyCode_Check(skip)) skip = nullptr;
+    const char* name_utf8 = nullptr;
+    if (name != nullptr && PyUnicode_Check(name)) {
+        name_utf8 = PyUnicode_AsUTF8(name);
+        if (name_utf8 == nullptr) PyErr_Clear();
+    }
     ModuleState* st = state_of(module);
     if (st->session != nullptr) {
         const SessionMutation changing;
-        Error e = st->session->register_current_thread(entry, skip);
+        Error e = st->session->register_current_thread(entry, skip, name_utf8);
         if (!e.ok()) return raise(e);
         // Main interpreter only: the watch's type belongs to it.
         if (PyThreadState_Get()->interp == PyInterpreterState_Main())
             thread_exit_watch_install(module, &on_thread_exit, platform_current_tid());
     }
     Py_RETURN_NONE;
+}
+
+PyObject* py_thread_start_hook(PyObject*, PyObject* args) {
+    PyObject* original = nullptr;
+    PyObject* register_thread = nullptr;
+    if (!PyArg_ParseTuple(args, "OO:thread_start_hook", &original, &register_thread)) return nullptr;
+    if (!PyCallable_Check(original) || !PyCallable_Check(register_thread)) {
+        PyErr_SetString(PyExc_TypeError, "thread_start_hook(original, register_thread): both must be callable");
+        return nullptr;
+    }
+    return thread_start_hook_new(original, register_thread);
+}
+
+PyObject* py_thread_start_hook_original(PyObject*, PyObject* obj) {
+    PyObject* original = thread_start_hook_original(obj);
+    if (original == nullptr) Py_RETURN_NONE;
+    Py_INCREF(original);
+    return original;
 }
 
 PyObject* py_drain(PyObject* module, PyObject*) {
@@ -417,6 +443,84 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
         st->session->abandon_after_fork();
         st->session = nullptr;
     }
+    Py_RETURN_NONE;
+}
+
+// Between os.fork's before hook and its after_in_parent hook (main interpreter, GIL held).
+bool g_forking = false;
+
+#if PY_VERSION_HEX >= 0x030D0000
+// The frame that called os.fork, and its instruction then (3.13+: see restart_threads_pending).
+PyFrameObject* g_fork_caller = nullptr;
+int g_fork_caller_lasti = -1;
+
+void remember_fork_caller() {
+    Py_CLEAR(g_fork_caller);
+    PyFrameObject* hook = PyEval_GetFrame();  // borrowed: the before hook's own frame
+    g_fork_caller = hook != nullptr ? PyFrame_GetBack(hook) : nullptr;  // hooks run inside os.fork
+    g_fork_caller_lasti = g_fork_caller != nullptr ? PyFrame_GetLasti(g_fork_caller) : -1;
+}
+
+// True once the frame that called os.fork has moved past that call (or no frame called it).
+bool fork_returned() {
+    return g_fork_caller == nullptr || PyFrame_GetLasti(g_fork_caller) != g_fork_caller_lasti;
+}
+#endif
+
+void restart_threads_now(PyObject* module) {
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) {
+        const SessionMutation changing;
+        st->session->restart_threads_after_fork();
+    }
+    if (st->exit_watcher != nullptr) st->exit_watcher->restart_thread_after_fork();
+}
+
+#if PY_VERSION_HEX >= 0x030D0000
+// A pending call (main thread, GIL held). It also runs in Python code of the after_in_parent
+// hooks registered after ours, still inside os.fork and before its thread count: then it asks
+// to run again (a pass of pending calls is bounded; the next comes at the next eval-breaker
+// check), until the frame that called os.fork has moved on.
+int restart_threads_pending(void* arg) {
+    PyObject* module = static_cast<PyObject*>(arg);
+    if (g_forking) {  // another fork began: its after_in_parent schedules the restart
+        Py_DECREF(module);
+        return 0;
+    }
+    if (!fork_returned() && Py_AddPendingCall(&restart_threads_pending, module) == 0) return 0;
+    Py_CLEAR(g_fork_caller);
+    restart_threads_now(module);
+    Py_DECREF(module);
+    return 0;
+}
+#endif
+
+PyObject* py_stop_threads_for_fork(PyObject* module, PyObject*) {
+    g_forking = true;
+#if PY_VERSION_HEX >= 0x030D0000
+    remember_fork_caller();
+#endif
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) {
+        const SessionMutation changing;
+        st->session->stop_threads_for_fork();
+    }
+    if (st->exit_watcher != nullptr) st->exit_watcher->stop_thread_for_fork();
+    Py_RETURN_NONE;
+}
+
+PyObject* py_restart_threads_after_fork(PyObject* module, PyObject*) {
+    g_forking = false;
+#if PY_VERSION_HEX >= 0x030D0000
+    // 3.13+ counts the process's threads for its fork warning after the after_in_parent hooks
+    // have run: start ours once os.fork has returned, from a pending call (the main thread's,
+    // at its next bytecode). If the queue is full, now (the warning then shows, the profile
+    // is whole).
+    Py_INCREF(module);
+    if (Py_AddPendingCall(&restart_threads_pending, module) == 0) Py_RETURN_NONE;
+    Py_DECREF(module);
+#endif
+    restart_threads_now(module);
     Py_RETURN_NONE;
 }
 
@@ -513,9 +617,18 @@ PyMethodDef kMethods[] = {
     {"is_active", py_is_active, METH_NOARGS, "is_active() -> bool"},
     {"stats", py_stats, METH_NOARGS, "stats() -> dict"},
     {"register_current_thread", py_register_current_thread, METH_VARARGS,
-     "register the calling thread with the running session (optional: its entry code, the hook's code)"},
+     "register the calling thread with the running session (optional: its entry code, the hook's code, its name)"},
+    {"thread_start_hook", py_thread_start_hook, METH_VARARGS,
+     "thread_start_hook(original, register_thread): a method for Thread._bootstrap_inner that calls "
+     "register_thread(thread), then original(thread)"},
+    {"thread_start_hook_original", py_thread_start_hook_original, METH_O,
+     "thread_start_hook_original(obj): the original a thread_start_hook wraps, or None when obj is not one"},
     {"drain", py_drain, METH_NOARGS, "drain the sample rings now"},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
+    {"stop_threads_for_fork", py_stop_threads_for_fork, METH_NOARGS,
+     "before os.fork, in the parent: stop spprof's helper threads (the drain, the wall census, the exit-signal watcher)"},
+    {"restart_threads_after_fork", py_restart_threads_after_fork, METH_NOARGS,
+     "after os.fork, in the parent: start the threads stop_threads_for_fork stopped again"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},
     {"_watch_exit_signals", py_watch_exit_signals, METH_O,
      "_watch_exit_signals(callback): on SIGTERM/SIGHUP/SIGQUIT left at SIG_DFL, call "

@@ -165,11 +165,29 @@ void Session::abandon_after_fork() {
     drain_thread_.abandon();
 }
 
-Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code) {
+void Session::stop_threads_for_fork() {
+    if (!running_ || threads_stopped_for_fork_) return;
+    threads_stopped_for_fork_ = true;
+    if (wall_) wall_->stop();
+    drain_thread_.stop();
+}
+
+void Session::restart_threads_after_fork() {
+    if (!threads_stopped_for_fork_) return;
+    threads_stopped_for_fork_ = false;
+    if (!running_) return;
+    if (wall_) {
+        const Error e = wall_->start();
+        if (!e.ok()) log_warning("wall mode: %s after fork; blocked threads are no longer sampled", e.what);
+    }
+    drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this);
+}
+
+Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code, const char* name) {
     if (!running_) return Error::none();
     PyThreadState* ts = PyThreadState_Get();
     if (ts == drain_thread_.tstate()) return Error::none();
-    threads_.register_current(ts, entry_code, skip_code);
+    threads_.register_current(ts, entry_code, skip_code, name);
     return Error::none();
 }
 

@@ -59,8 +59,10 @@ public:
     // timer, handler or thread of ours remains and every captured record is in the store.
     Error stop();
     // GIL held, on the thread to register (the threading hook). Idempotent. entry_code,
-    // skip_code: see SessionThreads::register_current (may be null).
-    Error register_current_thread(PyObject* entry_code = nullptr, PyObject* skip_code = nullptr);
+    // skip_code: see SessionThreads::register_current (may be null). name (may be null): the
+    // thread's, when threading has not put it in _active yet (the hook runs before that).
+    Error register_current_thread(PyObject* entry_code = nullptr, PyObject* skip_code = nullptr,
+                                  const char* name = nullptr);
     // GIL held, while the state of a thread the hook registered is cleared (the watch of
     // thread_exit_watch.h): on that thread, its final CPU reading; from any other, nothing.
     void thread_exiting(PyThreadState* ts, uint64_t tid);
@@ -68,6 +70,13 @@ public:
     void periodic();
     // In a forked child: forget everything without touching locks or Python objects.
     void abandon_after_fork();
+    // GIL held (released while joining). Around os.fork, in the parent (os.register_at_fork's
+    // before / after_in_parent): spprof's threads of this session (the drain, the wall census)
+    // are stopped, not paused, so that the child inherits none of their locks and CPython
+    // 3.12+ does not warn that a single-threaded program is multi-threaded. Samples keep
+    // arriving in the rings meanwhile (a full ring counts its drops, as always). Idempotent.
+    void stop_threads_for_fork();
+    void restart_threads_after_fork();
 
     const SessionConfig& config() const { return config_; }
     const std::vector<ThreadRecord>& threads() const { return threads_.records(); }
@@ -117,6 +126,7 @@ private:
     StackStore store_;
     SampleDrain drain_;
     std::unique_ptr<WallSampler> wall_;
+    bool threads_stopped_for_fork_ = false;
     // Native mode. Destroyed with the session, after stop() has restored the handler.
     std::unique_ptr<UnwindTables> unwind_;
     DrainThread drain_thread_;

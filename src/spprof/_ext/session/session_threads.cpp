@@ -50,7 +50,7 @@ uint32_t SessionThreads::new_record() {
 }
 
 ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook,
-                                           bool arm) {
+                                           bool arm, const char* name) {
     // A thread the table cannot hold (kMaxThreads alive at once, or 16M sampled threads in
     // one session) is counted once and left unsampled; the scan tries it again each pass.
     const uint32_t slot = table_.take_slot();
@@ -108,8 +108,11 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     if (window_open_) counters_.cpu_before_found_ns += rec.cpu_start_ns;
     ctx->last_cpu_ns_.store(cpu_now, std::memory_order_relaxed);
     ctx->timer_origin_cpu_ns_ = rec.cpu_start_ns;
-    rec.name = os_thread_name(tid);
     name_from_threading(rec);
+    if (!rec.name_from_threading) {
+        rec.name = name != nullptr ? name : os_thread_name(tid);
+        rec.name_from_threading = name != nullptr;  // the Thread object's own name
+    }
     name_bytes_ += rec.name.capacity();
     ThreadCtx* raw = table_.add(std::move(ctx));
     if (ts != nullptr) {
@@ -136,7 +139,8 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     return raw;
 }
 
-void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, PyObject* skip_code) {
+void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, PyObject* skip_code,
+                                      const char* name) {
     const uint64_t tid = platform_current_tid();
     auto native = live_by_tid_.find(tid);
     if (native != live_by_tid_.end()) {
@@ -146,6 +150,7 @@ void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, P
         rec.ident = ts->thread_id;
         name_bytes_ -= rec.name.capacity();
         name_from_threading(rec);
+        if (!rec.name_from_threading && name != nullptr) rec.name = name;
         name_bytes_ += rec.name.capacity();
         return;
     }
@@ -157,6 +162,10 @@ void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, P
         if (!rec.name_from_threading) {
             name_bytes_ -= rec.name.capacity();
             name_from_threading(rec);
+            if (!rec.name_from_threading && name != nullptr) {
+                rec.name = name;  // the Thread object's: threading's own name for it
+                rec.name_from_threading = true;
+            }
             name_bytes_ += rec.name.capacity();
         }
         if (ThreadCtx* ctx = table_.at(it->second)) record_entry_stack(ctx, ts, entry_code, skip_code);
@@ -165,7 +174,8 @@ void SessionThreads::register_current(PyThreadState* ts, PyObject* entry_code, P
     // Same tstate memory (and maybe the same pthread_t), new thread: the old one has ended.
     if (it != live_by_tstate_.end()) retire(it->second);
     // A thread the table cannot hold is counted there.
-    if (ThreadCtx* ctx = register_thread(ts, ts->thread_id, tid, true)) record_entry_stack(ctx, ts, entry_code, skip_code);
+    if (ThreadCtx* ctx = register_thread(ts, ts->thread_id, tid, true, true, name))
+        record_entry_stack(ctx, ts, entry_code, skip_code);
 }
 
 void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {

@@ -96,7 +96,10 @@ public:
     // Records the thread's entry stack (entry_code, may be null: the target's code, put under
     // the frames the walk finds; frames of skip_code at the leaf, the hook's own, left out):
     // the stack of a thread-end sample when no sample came before it.
-    void register_current(PyThreadState* ts, PyObject* entry_code = nullptr, PyObject* skip_code = nullptr);
+    // name (may be null): the Thread object's, for when threading's _active does not name it
+    // yet (the hook runs before that); refresh_names still follows a rename.
+    void register_current(PyThreadState* ts, PyObject* entry_code = nullptr, PyObject* skip_code = nullptr,
+                          const char* name = nullptr);
     // GIL held, on the thread that owns `ts`, as it ends (its state being cleared): deletes
     // its CPU timer, writes the expiries it owed as a thread-end sample (depth 0: the drain
     // gives it the thread's last stack) and takes its CPU clock's last reading. The next scan
@@ -141,8 +144,10 @@ public:
 private:
     // from_hook: the threading hook, on a thread born in the session: its CPU counts from 0.
     // arm: give it a CPU timer now (false: the caller decides, e.g. after its signal-mask check).
+    // name: the thread's, when the caller knows it (the hook, from the Thread object): no
+    // /proc read (a file opened on the program's thread, ~10 % of a short thread's start).
     ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook = false,
-                               bool arm = true);
+                               bool arm = true, const char* name = nullptr);
     // os_thread_scan.cpp: a thread without a Python state; a Python thread whose state is gone
     // while its OS thread lives on (same record); the signal-mask check of a live thread.
     ThreadCtx* register_native(uint64_t tid, uint64_t start_ticks);

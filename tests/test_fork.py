@@ -1,0 +1,136 @@
+"""os.fork under spprof (issue 24, "fork"): spprof's helper threads (the drain, the wall census,
+the CLI's exit-signal watcher) are stopped across the fork and started again in the parent, so a
+single-threaded program is single-threaded when it forks: CPython 3.12+ does not warn that
+"This process is multi-threaded, use of fork() may lead to deadlocks in the child", and no lock
+a helper held reaches the child. Each case runs in its own interpreter with
+`-W always::DeprecationWarning`: under `-W error` CPython drops the fork warning silently (3.12,
+measured), so only a printed warning shows that the process was multi-threaded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from conftest import run_python
+
+# Burns CPU before and after forking a child that exits at once; reports the child's exit
+# status and the parent's profiled seconds per function.
+FORKING = textwrap.dedent(
+    """
+    import json, os, sys, time
+
+    def burn(seconds):
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            sum(i * i for i in range(100))
+
+    def before_fork():
+        burn(0.2)
+
+    def after_fork():
+        burn(0.3)
+
+    def run():
+        before_fork()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        _, status = os.waitpid(pid, 0)
+        after_fork()
+        return status >> 8  # exited normally (os.waitstatus_to_exitcode is 3.9+)
+
+    def os_threads():
+        return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None
+    """
+)
+
+API_PROGRAM = FORKING + textwrap.dedent(
+    """
+    import spprof
+    with spprof.Profiler(interval_ms=5, mode=sys.argv[1]) as p:
+        threads_before = os_threads()
+        child = run()
+        threads_after = os_threads()
+    seconds = {}
+    for s in p.profile.samples:
+        for name in ("before_fork", "after_fork"):
+            if s.on_cpu and any(f.function_name == name for f in s.frames):
+                seconds[name] = seconds.get(name, 0) + s.weight_ns / 1e9
+    print(json.dumps({"child": child, "seconds": seconds,
+                      "os_threads": [threads_before, threads_after],
+                      "threads": sorted({s.thread_name for s in p.profile.samples})}))
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_single_threaded_program_forks_under_the_api_without_a_warning(mode):
+    # On main, 3.12+: the drain (and wall mode's census) made os.fork print the
+    # DeprecationWarning on stderr.
+    r = run_python("-W", "always::DeprecationWarning", "-c", API_PROGRAM, mode)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    out = json.loads(r.stdout)
+    assert out["child"] == 7
+    assert out["threads"] == ["MainThread"]
+    # The parent goes on being profiled after the fork: its drain (and census) came back.
+    if sys.platform.startswith("linux"):
+        before, after = out["os_threads"]
+        assert before == after >= 2, out
+    assert 0.2 <= out["seconds"].get("after_fork", 0) <= 0.4, out
+    assert 0.13 <= out["seconds"].get("before_fork", 0) <= 0.27, out
+
+
+def test_single_threaded_program_forks_under_the_cli_without_a_warning(tmp_path):
+    # The CLI adds the exit-signal watcher thread; a SIGTERM after the fork still writes the
+    # profile (the watcher came back).
+    prog = tmp_path / "forking.py"
+    prog.write_text(
+        FORKING
+        + textwrap.dedent(
+            """
+            print("child", run(), flush=True)
+            """
+        )
+    )
+    out = tmp_path / "p.speedscope.json"
+    r = run_python(
+        "-W", "always::DeprecationWarning", "-m", "spprof", "-q", "-o", str(out), str(prog)
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "child 7\n"
+    assert r.stderr == ""
+    names = {f["name"].split(" ")[0] for f in json.loads(out.read_text())["shared"]["frames"]}
+    assert {"before_fork", "after_fork"} <= names
+
+
+def test_exit_signal_after_a_fork_still_writes_the_profile(tmp_path):
+    # The watcher was stopped for the fork and started again: SIGTERM is still turned into a
+    # written profile and a death by SIGTERM.
+    prog = tmp_path / "fork_then_term.py"
+    prog.write_text(
+        FORKING
+        + textwrap.dedent(
+            """
+            import signal
+            run()
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+            print("not reached")
+            """
+        )
+    )
+    out = tmp_path / "p.speedscope.json"
+    r = run_python("-m", "spprof", "-q", "-o", str(out), str(prog))
+    assert r.returncode == -15, (r.returncode, r.stderr)
+    assert "not reached" not in r.stdout
+    names = {f["name"].split(" ")[0] for f in json.loads(out.read_text())["shared"]["frames"]}
+    assert "after_fork" in names
+
+
+if sys.platform == "win32":  # pragma: no cover
+    pytest.skip("no fork", allow_module_level=True)
