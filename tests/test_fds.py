@@ -1,0 +1,138 @@
+"""File descriptors: the numbers are the program's (issue 24).
+
+A program may close every descriptor from 3 up, reopen its own files there and expect open()
+to return the lowest free number. spprof must hold nothing on those numbers, open nothing
+behind the program's back while it runs, and keep what it holds above held_fd_floor()
+(docs/reliability.md, "File descriptors"). Each case runs in its own interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import spprof
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+
+# The floor of docs/reliability.md: 512, or half the soft RLIMIT_NOFILE below 1024.
+FLOOR = 512
+
+# Closes every descriptor from 3 up, as python-daemon and supervisors do, then opens two files
+# of its own (they get 3 and 4) and writes to them without closing; ends as argv[3] says.
+CLOSERANGE = textwrap.dedent(
+    """
+    import os, signal, sys, time
+
+    def busy(seconds):
+        t0 = time.process_time()
+        n = 0
+        while time.process_time() - t0 < seconds:
+            n += 1
+        return n
+
+    os.closerange(3, 65536)
+    a = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    b = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    assert (a, b) == (3, 4), (a, b)
+    os.write(a, b"first file\\n")
+    os.write(b, b"second file\\n")
+    busy(0.3)
+    # A pipe of the program's on the next free numbers: what goes in comes out, all of it.
+    r, w = os.pipe()
+    os.write(w, b"h\\x01\\x0f")
+    busy(0.2)
+    got = os.read(r, 16)
+    print("pipe", r, w, got)
+    how = sys.argv[3]
+    if how == "exit":
+        os.write(a, b"at exit\\n")
+        sys.exit(0)
+    os.write(a, b"before the signal\\n")
+    os.kill(os.getpid(), getattr(signal, how))
+    time.sleep(5)
+    print("STILL ALIVE")
+    """
+)
+
+
+def _default_signals() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "SPPROF_DEBUG"}
+
+
+def _run_closerange(tmp_path: Path, how: str, profiled: bool) -> tuple[subprocess.CompletedProcess, bytes, bytes]:
+    script = tmp_path / "closerange.py"
+    script.write_text(CLOSERANGE)
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    args = [str(script), str(first), str(second), how]
+    cmd = [sys.executable, "-m", "spprof", "-i", "1", "-o", str(tmp_path / "p.spprof"), *args] if profiled else [
+        sys.executable,
+        *args,
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env(), preexec_fn=_default_signals)
+    return r, first.read_bytes(), second.read_bytes()
+
+
+@pytest.mark.parametrize("how", ["exit", "SIGTERM", "SIGHUP"])
+def test_closerange_then_files_on_3_and_4_read_back_byte_for_byte(tmp_path, how):
+    plain, plain_first, plain_second = _run_closerange(tmp_path, how, profiled=False)
+    expected_status = 0 if how == "exit" else -getattr(signal, how)
+    assert plain.returncode == expected_status, plain.stderr
+    r, first, second = _run_closerange(tmp_path, how, profiled=True)
+    # Before: SIGTERM/SIGHUP went into the program's file on fd 4 as a byte and the program ran
+    # on (STILL ALIVE, status 0); at exit a stray \0 landed there; the pipe lost its bytes.
+    assert r.returncode == expected_status, r.stderr
+    assert "STILL ALIVE" not in r.stdout
+    assert r.stdout == plain.stdout  # the pipe on 5/6 gave back b"h\x01\x0f", all of it
+    assert "pipe 5 6 b'h\\x01\\x0f'" in r.stdout
+    assert (first, second) == (plain_first, plain_second)
+    assert second == b"second file\n"
+    profile = spprof.load(tmp_path / "p.spprof")
+    assert any(f.function_name == "busy" for s in profile.samples for f in s.frames), r.stderr
+
+
+def test_a_pipe_reopened_on_3_and_4_is_neither_read_nor_closed_by_spprof(tmp_path):
+    # The program's own pipe on the numbers the exit-signal pipe had. Before: stop() wrote its
+    # wake-up byte into the program's write end and closed both of its ends.
+    script = tmp_path / "pipe.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, sys, time
+            import spprof
+            spprof.start(interval_ms=1, output_path=sys.argv[1])
+            os.closerange(3, 65536)
+            r, w = os.pipe()
+            assert (r, w) == (3, 4), (r, w)
+            for _ in range(20):
+                os.write(w, b"\\x01h")
+                time.sleep(0.01)
+                assert os.read(r, 2) == b"\\x01h"
+            spprof.stop()
+            os.write(w, b"after")
+            os.close(w)
+            print(repr(os.read(r, 64)))
+            """
+        )
+    )
+    r = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "p.spprof")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        preexec_fn=_default_signals,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "b'after'\n"
