@@ -185,6 +185,18 @@ bool platform_fault_guard_ready();
 // Times platform_fault_guard_keep() put the guard back in front. Any thread.
 uint64_t platform_fault_guard_retaken();
 
+// ---- the /proc descriptors (Linux; proc_task_files.h) ----------------------------------------
+// What the session reads from /proc while the program runs goes through descriptors it keeps
+// above the program's numbers (held_fd.h): /proc/self/task, opened here, and each thread's stat
+// file, opened once when first read. Session start, GIL held; nothing to do on macOS.
+Error platform_proc_files_open();
+// Session stop, spprof's threads joined: closes all of them (those still ours).
+void platform_proc_files_close();
+// Per-thread reads done the old way (open, read, close) because the per-thread budget was
+// spent, and per-thread descriptors opened, since the module was loaded. Any thread.
+uint64_t platform_proc_files_over_budget();
+uint64_t platform_proc_thread_fds_opened();
+
 // ---- exit signals (the CLI, start(output_path=...)) ------------------------------------------
 // Under the CLI, SIGTERM, SIGHUP and SIGQUIT end the program as they would without spprof,
 // after the profile is written. The handler (SIGNAL-SAFE, exit_signals_posix.cpp) only counts
