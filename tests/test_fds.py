@@ -8,6 +8,7 @@ behind the program's back while it runs, and keep what it holds above held_fd_fl
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -136,3 +137,113 @@ def test_a_pipe_reopened_on_3_and_4_is_neither_read_nor_closed_by_spprof(tmp_pat
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "b'after'\n"
+
+
+# The lowest-free-fd loop of CPython's test_subprocess (test_swap_std_fds_with_one_closed), in
+# wall mode at 1 ms with threads alive (blocked, so the census reads their state every tick).
+LOWEST_FREE = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    import spprof
+
+    stop = threading.Event()
+    def blocked():
+        stop.wait()
+    def spinning():
+        while not stop.is_set():
+            sum(range(1000))
+    threads = [threading.Thread(target=blocked) for _ in range(3)] + [threading.Thread(target=spinning)]
+    for t in threads:
+        t.start()
+    spprof.start(interval_ms=1, mode="wall")
+    time.sleep(0.3)  # every thread met by the census and the scan before the loop
+    saved = os.dup(2)
+    devnull = os.devnull
+    loops = failures = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < float(sys.argv[1]):
+        os.close(2)
+        fd = os.open(devnull, os.O_RDONLY)
+        try:
+            if fd != 2:
+                failures += 1
+        finally:
+            try:
+                os.dup2(saved, 2)
+            except OSError as e:
+                failures += 1
+                os.write(saved, f"dup2: {e}\\n".encode())
+            if fd != 2:
+                os.close(fd)
+        loops += 1
+    stop.set()
+    for t in threads:
+        t.join()
+    stats = spprof.stop().stats
+    print(loops, failures, stats["wall_state_probes"], stats.get("fds_lost", 0))
+    """
+)
+
+
+def test_the_lowest_free_fd_is_the_programs_in_wall_mode_with_threads_alive(tmp_path):
+    script = tmp_path / "lowest.py"
+    script.write_text(LOWEST_FREE)
+    r = subprocess.run([sys.executable, str(script), "3"], capture_output=True, text=True, timeout=60, env=_env())
+    assert r.returncode == 0, r.stderr
+    loops, failures, probes, lost = (int(x) for x in r.stdout.split())
+    assert loops > 1000, r.stdout
+    # Before: the census opened /proc files on 2 between the close and the open (os.open
+    # returned 3 or more) and dup2 met EBUSY; at 3697f84 this program did not end in 60 s.
+    assert failures == 0, r.stdout + r.stderr
+    assert probes > 0  # the census did read thread states meanwhile
+    assert lost == 0
+
+
+# Counts the descriptors open before start, during a session and after stop.
+FD_COUNT = textwrap.dedent(
+    """
+    import json, os, sys, threading, time
+    import spprof
+
+    def fds():
+        return set(int(n) for n in os.listdir("/proc/self/fd"))
+
+    stop = threading.Event()
+    workers = [threading.Thread(target=stop.wait) for _ in range(int(sys.argv[2]))]
+    for t in workers:
+        t.start()
+    before = fds()
+    # With an output path, as the CLI starts it: the exit signals are watched too.
+    spprof.start(interval_ms=1, mode=sys.argv[1], output_path=sys.argv[3])
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.3:
+        pass
+    time.sleep(0.2)
+    during = fds() - before
+    stop.set()
+    for t in workers:
+        t.join()
+    held_at_stop = spprof.stop().stats.get("fds_held", 0)
+    after = fds() - before
+    print(json.dumps({"during": sorted(during), "after": sorted(after), "held_at_stop": held_at_stop}))
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_spprof_holds_one_descriptor_per_thread_plus_one_all_high_none_after_stop(tmp_path, mode):
+    script = tmp_path / "count.py"
+    script.write_text(FD_COUNT)
+    threads = 3
+    r = subprocess.run(
+        [sys.executable, str(script), mode, str(threads), str(tmp_path / "p.spprof")], capture_output=True, text=True, timeout=120, env=_env()
+    )
+    assert r.returncode == 0, r.stderr
+    counts = json.loads(r.stdout)
+    during, after = counts["during"], counts["after"]
+    # docs/reliability.md: /proc/self/task, plus one stat file per thread the session read
+    # (at most the 1 + `threads` threads of the program), all at the floor or above.
+    assert 1 <= len(during) <= 1 + 1 + threads, r.stdout
+    assert all(fd >= FLOOR for fd in during), r.stdout
+    assert after == [], r.stdout  # nothing left after stop
+    assert counts["held_at_stop"] == 0, r.stdout
