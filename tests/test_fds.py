@@ -72,16 +72,24 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "SPPROF_DEBUG"}
 
 
-def _run_closerange(tmp_path: Path, how: str, profiled: bool) -> tuple[subprocess.CompletedProcess, bytes, bytes]:
+def _run_closerange(
+    tmp_path: Path, how: str, profiled: bool
+) -> tuple[subprocess.CompletedProcess, bytes, bytes]:
     script = tmp_path / "closerange.py"
     script.write_text(CLOSERANGE)
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     args = [str(script), str(first), str(second), how]
-    cmd = [sys.executable, "-m", "spprof", "-i", "1", "-o", str(tmp_path / "p.spprof"), *args] if profiled else [
-        sys.executable,
-        *args,
-    ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env(), preexec_fn=_default_signals)
+    cmd = (
+        [sys.executable, "-m", "spprof", "-i", "1", "-o", str(tmp_path / "p.spprof"), *args]
+        if profiled
+        else [
+            sys.executable,
+            *args,
+        ]
+    )
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, env=_env(), preexec_fn=_default_signals
+    )
     return r, first.read_bytes(), second.read_bytes()
 
 
@@ -99,6 +107,8 @@ def test_closerange_then_files_on_3_and_4_read_back_byte_for_byte(tmp_path, how)
     assert "pipe 5 6 b'h\\x01\\x0f'" in r.stdout
     assert (first, second) == (plain_first, plain_second)
     assert second == b"second file\n"
+    # closerange(3, 65536) closed spprof's /proc descriptors too: said once, nothing reopened.
+    assert r.stderr.count("the program closed or reused") == 1, r.stderr
     profile = spprof.load(tmp_path / "p.spprof")
     assert any(f.function_name == "busy" for s in profile.samples for f in s.frames), r.stderr
 
@@ -152,7 +162,8 @@ LOWEST_FREE = textwrap.dedent(
     def spinning():
         while not stop.is_set():
             sum(range(1000))
-    threads = [threading.Thread(target=blocked) for _ in range(3)] + [threading.Thread(target=spinning)]
+    threads = [threading.Thread(target=blocked) for _ in range(3)]
+    threads.append(threading.Thread(target=spinning))
     for t in threads:
         t.start()
     spprof.start(interval_ms=1, mode="wall")
@@ -188,7 +199,9 @@ LOWEST_FREE = textwrap.dedent(
 def test_the_lowest_free_fd_is_the_programs_in_wall_mode_with_threads_alive(tmp_path):
     script = tmp_path / "lowest.py"
     script.write_text(LOWEST_FREE)
-    r = subprocess.run([sys.executable, str(script), "3"], capture_output=True, text=True, timeout=60, env=_env())
+    r = subprocess.run(
+        [sys.executable, str(script), "3"], capture_output=True, text=True, timeout=60, env=_env()
+    )
     assert r.returncode == 0, r.stderr
     loops, failures, probes, lost = (int(x) for x in r.stdout.split())
     assert loops > 1000, r.stdout
@@ -225,7 +238,8 @@ FD_COUNT = textwrap.dedent(
         t.join()
     held_at_stop = spprof.stop().stats.get("fds_held", 0)
     after = fds() - before
-    print(json.dumps({"during": sorted(during), "after": sorted(after), "held_at_stop": held_at_stop}))
+    counts = {"during": sorted(during), "after": sorted(after), "held_at_stop": held_at_stop}
+    print(json.dumps(counts))
     """
 )
 
@@ -236,7 +250,11 @@ def test_spprof_holds_one_descriptor_per_thread_plus_one_all_high_none_after_sto
     script.write_text(FD_COUNT)
     threads = 3
     r = subprocess.run(
-        [sys.executable, str(script), mode, str(threads), str(tmp_path / "p.spprof")], capture_output=True, text=True, timeout=120, env=_env()
+        [sys.executable, str(script), mode, str(threads), str(tmp_path / "p.spprof")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
     )
     assert r.returncode == 0, r.stderr
     counts = json.loads(r.stdout)

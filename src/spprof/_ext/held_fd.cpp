@@ -34,6 +34,7 @@ int held_fd_floor() {
 
 uint64_t held_fds_open() { return g_open.load(std::memory_order_relaxed); }
 uint64_t held_fds_lost() { return g_lost.load(std::memory_order_relaxed); }
+void held_fds_reset_lost() { g_lost.store(0, std::memory_order_relaxed); }
 
 Error HeldFd::adopt(int fd, HeldFd* out) {
     out->reset();

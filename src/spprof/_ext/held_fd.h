@@ -21,10 +21,11 @@ namespace spprof {
 // below 1024 (read once). Any thread.
 int held_fd_floor();
 
-// Descriptors held now, and held ones found to be the program's since the module was loaded.
-// Any thread.
+// Descriptors held now, and held ones found to be the program's since the last
+// held_fds_reset_lost() (a session's start). Any thread.
 uint64_t held_fds_open();
 uint64_t held_fds_lost();
+void held_fds_reset_lost();
 
 class HeldFd {
    public:

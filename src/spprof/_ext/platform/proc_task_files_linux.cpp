@@ -48,6 +48,10 @@ struct TaskFiles {
     HeldFd dir;
     std::unordered_map<uint64_t, HeldFd> stat_by_tid;
     size_t budget = 0;
+    // One of them turned out to be the program's (it closed or reused the number): no more
+    // /proc reads this session, by held descriptor or otherwise (reopening would be exactly
+    // the open behind the program's back this file exists to avoid).
+    bool lost = false;
 };
 
 TaskFiles& files() {
@@ -71,7 +75,13 @@ size_t thread_fd_budget() {
     return room / 4 < kMaxThreadFds ? room / 4 : kMaxThreadFds;
 }
 
-bool usable(const TaskFiles& f) { return f.owner == getpid() && !f.dir.empty(); }
+bool usable(const TaskFiles& f) { return f.owner == getpid() && (f.lost || !f.dir.empty()); }
+
+void mark_lost(TaskFiles& f) {
+    f.lost = true;
+    f.stat_by_tid.clear();  // each closed only when still ours (HeldFd)
+    f.dir.reset();
+}
 
 }  // namespace
 
@@ -84,6 +94,7 @@ Error platform_proc_files_open() {
         atfork = true;
     }
     std::lock_guard<std::mutex> lock(f.mutex);
+    held_fds_reset_lost();  // the count the session reports is its own
     f.stat_by_tid.clear();  // a forked child's copies, or a session that did not close them
     f.dir.reset();
     HeldFd dir;
@@ -91,6 +102,7 @@ Error platform_proc_files_open() {
     if (!e.ok()) return e;
     f.dir = std::move(dir);
     f.owner = getpid();
+    f.lost = false;
     f.budget = thread_fd_budget();
     return Error::none();
 }
@@ -101,22 +113,34 @@ void platform_proc_files_close() {
     f.stat_by_tid.clear();
     f.dir.reset();
     f.owner = 0;
+    f.lost = false;
+}
+
+bool proc_task_files_lost() {
+    TaskFiles& f = files();
+    std::lock_guard<std::mutex> lock(f.mutex);
+    return f.lost;
 }
 
 uint64_t platform_proc_files_over_budget() { return g_over_budget.load(std::memory_order_relaxed); }
 uint64_t platform_proc_thread_fds_opened() { return g_thread_fds_opened.load(std::memory_order_relaxed); }
 
-bool proc_task_list(std::vector<uint64_t>* tids) {
+int proc_task_list(std::vector<uint64_t>* tids) {
     tids->clear();
     TaskFiles& f = files();
     std::lock_guard<std::mutex> lock(f.mutex);
-    if (!usable(f)) return false;
+    if (!usable(f)) return 0;
+    if (f.lost) return -1;
     const int fd = f.dir.get();
-    if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0) return false;
+    if (fd < 0) {
+        mark_lost(f);
+        return -1;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) return -1;
     alignas(8) char buf[16384];
     for (;;) {
         const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
-        if (n < 0) return false;
+        if (n < 0) return -1;
         if (n == 0) break;
         for (long off = 0; off < n;) {
             const auto* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
@@ -131,7 +155,7 @@ bool proc_task_list(std::vector<uint64_t>* tids) {
     std::sort(tids->begin(), tids->end());
     for (auto it = f.stat_by_tid.begin(); it != f.stat_by_tid.end();)
         it = std::binary_search(tids->begin(), tids->end(), it->first) ? std::next(it) : f.stat_by_tid.erase(it);
-    return true;
+    return 1;
 }
 
 ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len) {
@@ -139,6 +163,7 @@ ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len) {
     TaskFiles& f = files();
     std::lock_guard<std::mutex> lock(f.mutex);
     if (!usable(f)) return -2;
+    if (f.lost) return -3;
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto it = f.stat_by_tid.find(tid);
         if (it == f.stat_by_tid.end()) {
@@ -147,7 +172,10 @@ ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len) {
                 return -2;
             }
             const int dir = f.dir.get();
-            if (dir < 0) return -2;
+            if (dir < 0) {
+                mark_lost(f);
+                return -3;
+            }
             char leaf[40];
             std::snprintf(leaf, sizeof leaf, "%llu/stat", static_cast<unsigned long long>(tid));
             const int raw = openat(dir, leaf, O_RDONLY | O_CLOEXEC);
@@ -158,13 +186,16 @@ ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len) {
             it = f.stat_by_tid.emplace(tid, std::move(held)).first;
         }
         const int fd = it->second.get();
-        const ssize_t n = fd < 0 ? -1 : pread(fd, buf, len - 1, 0);
+        if (fd < 0) {
+            mark_lost(f);
+            return -3;
+        }
+        const ssize_t n = pread(fd, buf, len - 1, 0);
         if (n > 0) {
             buf[n] = '\0';
             return n;
         }
-        // The thread ended (ESRCH), or the number is the program's now: a thread with this
-        // tid may be a new one, opened afresh once.
+        // The thread ended (ESRCH): a thread with this tid may be a new one, opened once.
         f.stat_by_tid.erase(it);
     }
     return -1;
