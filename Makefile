@@ -50,7 +50,7 @@ NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend
                $(wildcard src/spprof/_ext/platform/*_linux.cpp) src/spprof/_ext/log.cpp \
                src/spprof/_ext/session/stack_builder.cpp src/spprof/_ext/session/overhead_budget.cpp \
                src/spprof/_ext/session/stack_store.cpp \
-               src/spprof/_ext/capture/record_writer.cpp
+               src/spprof/_ext/capture/record_writer.cpp src/spprof/_ext/held_fd.cpp
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 

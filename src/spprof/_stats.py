@@ -116,6 +116,11 @@ class SessionStats(Mapping[str, Any]):
     cpu_ended_between_scans_ns: Optional[int] = None
     cpu_unaccounted_ns: Optional[int] = None
     cpu_sig_given_up_ns: Optional[int] = None
+    # Descriptors spprof holds above the program's numbers (docs/reliability.md, "File
+    # descriptors"): held now, found to be the program's (lost), /proc reads past the budget.
+    fds_held: Optional[int] = None
+    fds_lost: Optional[int] = None
+    fds_proc_over_budget: Optional[int] = None
     # Counters this version of the Python side has no field for (a newer extension's).
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -136,7 +136,7 @@ void* ExitSignalWatcher::thread_main(void* self) {
     auto* w = static_cast<ExitSignalWatcher*>(self);
     for (;;) {
         const int signo = platform_exit_signals_wait();
-        if (signo <= 0) return nullptr;  // stop(), or the pipe is gone
+        if (signo <= 0) return nullptr;  // stop(), or the handler is gone
         w->handle(signo);
     }
 }
@@ -164,7 +164,7 @@ void ExitSignalWatcher::handle(int signo) {
                     platform_die_by_signal(again);
                 }
                 if (again < 0) {
-                    // No pipe to read: wait for the runner.
+                    // Nothing to wait on: wait for the runner.
                     lock.lock();
                     h.cv.wait(lock, [] { return false; });
                 }

@@ -1,8 +1,9 @@
 // exit_signals.h: the CLI's watcher for the signals that end a program (SIGTERM, SIGHUP,
 // SIGQUIT).
 //
-// The platform's handler (platform.h, "exit signals") writes each such signal into a pipe.
-// The watcher, a thread of spprof's with no Python thread state, blocks on that pipe. On a
+// The platform's handler (platform.h, "exit signals") counts each such signal and posts a
+// semaphore (no file descriptor). The watcher, a thread of spprof's with no Python thread
+// state, waits on that semaphore. On a
 // signal it starts a runner thread that takes the GIL and calls the CLI's callback (stop the
 // session, write the profile, print the summary); the runner then ends the process by the
 // same signal, still holding the GIL so that no program code runs after the profile is

@@ -18,6 +18,7 @@
 #include "exit_signals.h"
 #include "framewalker.h"
 #include "log.h"
+#include "held_fd.h"
 #include "own_threads.h"
 #include "platform/platform.h"
 #include "capture/sample_record.h"
@@ -181,6 +182,12 @@ PyObject* build_stats(const Session* s) {
                 ok = put(stops, unwind_stop_name(static_cast<UnwindStop>(i)),
                          PyLong_FromUnsignedLongLong(cs.native_stops[i]));
         ok = ok && put(d, "native_stop_reasons", stops);
+    }
+    if (ok) {
+        // Descriptors spprof holds (held_fd.h) and those it found to be the program's.
+        ok = put(d, "fds_held", PyLong_FromUnsignedLongLong(held_fds_open())) &&
+             put(d, "fds_lost", PyLong_FromUnsignedLongLong(held_fds_lost())) &&
+             put(d, "fds_proc_over_budget", PyLong_FromUnsignedLongLong(platform_proc_files_over_budget()));
     }
     if (ok && s != nullptr && s->wall_sampler() != nullptr) {
         const WallSampler* w = s->wall_sampler();

@@ -149,6 +149,13 @@ def summary(
     unknown = profile.stats.get("unknown_frames", 0)
     if unknown:
         lines.append(f"  note: {unknown} frames could not be resolved and show as <unknown>")
+    lost_fds = profile.stats.get("fds_lost", 0)
+    if lost_fds:
+        lines.append(
+            f"  note: the program closed or reused {lost_fds} descriptor(s) spprof held above its "
+            "own numbers: spprof read no /proc file after that (threads without a Python state "
+            "not scanned, wall mode's runnable state unknown)"
+        )
     if n == 0:
         lines.append(
             "  note: no sample is left in the profile: wall mode leaves idle samples out "

@@ -2,9 +2,13 @@
 //
 // The CLI must write the profile when SIGTERM, SIGHUP or SIGQUIT ends the program, and the
 // program must still end by that signal. A handler can do none of that work (no allocation,
-// locks or Python), so ours writes the signal number into a pipe and returns; the watcher
-// thread (exit_signals.cpp) reads it, has the profile written, and calls
-// platform_die_by_signal.
+// locks or Python), so ours counts the signal in an atomic slot, posts a semaphore and
+// returns; the watcher thread (exit_signals.cpp) waits on the semaphore, has the profile
+// written, and calls platform_die_by_signal. No file descriptor: the numbers are the
+// program's (a program that closes every fd from 3 up, or reopens its own files there, must
+// find nothing of ours). Linux: a POSIX semaphore (sem_post is async-signal-safe). macOS has
+// no unnamed POSIX semaphores (sem_init returns ENOSYS): a Mach semaphore, whose
+// semaphore_signal is a Mach trap and as safe in a handler.
 //
 // Priority: the handler goes only where the action is SIG_DFL at install, and removal puts
 // SIG_DFL back only where ours is still installed, so whatever the program sets before or
@@ -16,11 +20,17 @@
 #if defined(__linux__) || defined(__APPLE__)
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
+
+#if defined(__APPLE__)
+#include <mach/mach.h>
+#include <mach/semaphore.h>
+#else
+#include <semaphore.h>
+#endif
 
 #include <atomic>
 #include <cstring>
@@ -34,39 +44,77 @@ constexpr int kSignals[] = {SIGTERM, SIGHUP, SIGQUIT};
 constexpr int kSignalCount = sizeof kSignals / sizeof kSignals[0];
 
 static_assert(std::atomic<int>::is_always_lock_free, "the handler reads these");
+static_assert(std::atomic<bool>::is_always_lock_free, "the handler reads this");
 static_assert(std::atomic<pid_t>::is_always_lock_free, "the handler reads this");
 
-// Pipe ends, -1 when closed. The handler reads g_write_fd only.
-std::atomic<int> g_write_fd{-1};
-std::atomic<int> g_read_fd{-1};
+// The watcher's wake-up: one post per signal counted and per wake(). Made once per process
+// and never destroyed (a late handler may still post), so it outlives every session.
+class WakeSemaphore {
+   public:
+    // GIL held. False when the OS refuses one.
+    bool make() {
+        if (made_) return true;
+#if defined(__APPLE__)
+        made_ = semaphore_create(mach_task_self(), &sem_, SYNC_POLICY_FIFO, 0) == KERN_SUCCESS;
+#else
+        made_ = sem_init(&sem_, 0, 0) == 0;
+#endif
+        return made_;
+    }
+    // SIGNAL-SAFE, NO-HEAP.
+    void post() {
+#if defined(__APPLE__)
+        semaphore_signal(sem_);
+#else
+        sem_post(&sem_);
+#endif
+    }
+    // Blocks until a post; interrupted waits are resumed.
+    void wait() {
+#if defined(__APPLE__)
+        while (semaphore_wait(sem_) == KERN_ABORTED) {
+        }
+#else
+        while (sem_wait(&sem_) != 0 && errno == EINTR) {
+        }
+#endif
+    }
+    // Drops posts left from an earlier session (their counts were taken by remove()).
+    void drain() {
+#if defined(__APPLE__)
+        const mach_timespec_t now = {0, 0};
+        while (semaphore_timedwait(sem_, now) == KERN_SUCCESS) {
+        }
+#else
+        while (sem_trywait(&sem_) == 0) {
+        }
+#endif
+    }
+
+   private:
+#if defined(__APPLE__)
+    semaphore_t sem_ = 0;
+#else
+    sem_t sem_;
+#endif
+    bool made_ = false;
+};
+
+WakeSemaphore g_wake;
+// Deliveries of kSignals[i] not yet taken by the watcher: the handler adds, wait() takes.
+std::atomic<int> g_pending[kSignalCount];
+// wake() calls not yet seen by wait().
+std::atomic<int> g_wakes{0};
+// The handler may count and post: install() to remove(). The handler reads it.
+std::atomic<bool> g_armed{false};
 // The process that installed the handler; 0 when none is installed.
 std::atomic<pid_t> g_owner{0};
-// Handlers between their load of g_write_fd and their write: remove() waits for 0 before it
-// closes the pipe, so a late handler never writes into a reused descriptor.
+// Handlers between their load of g_armed and their post: remove() waits for 0 before it
+// collects late signals, so a late handler's signal is seen by the caller.
 std::atomic<int> g_in_handler{0};
 // Our action is installed for kSignals[i]. Control paths only (GIL held, or the atfork child).
 bool g_ours[kSignalCount] = {};
 bool g_atfork_registered = false;
-
-// Owns a descriptor until released: closes it on every failure path of install().
-class UniqueFd {
-   public:
-    explicit UniqueFd(int fd) : fd_(fd) {}
-    ~UniqueFd() {
-        if (fd_ >= 0) close(fd_);
-    }
-    UniqueFd(const UniqueFd&) = delete;
-    UniqueFd& operator=(const UniqueFd&) = delete;
-    int get() const { return fd_; }
-    int release() {
-        const int fd = fd_;
-        fd_ = -1;
-        return fd;
-    }
-
-   private:
-    int fd_;
-};
 
 void set_default(int signo) {
     struct sigaction dfl;
@@ -76,24 +124,39 @@ void set_default(int signo) {
     sigaction(signo, &dfl, nullptr);
 }
 
+int index_of(int signo) {
+    for (int i = 0; i < kSignalCount; ++i)
+        if (kSignals[i] == signo) return i;
+    return -1;
+}
+
+// Takes one counted delivery, first in kSignals order; 0 when none is pending.
+int take_pending() {
+    for (int i = 0; i < kSignalCount; ++i) {
+        int n = g_pending[i].load();
+        while (n > 0)
+            if (g_pending[i].compare_exchange_weak(n, n - 1)) return kSignals[i];
+    }
+    return 0;
+}
+
 // SIGNAL-SAFE, NO-HEAP. Runs on whichever program thread the kernel picked.
 void on_exit_signal(int signo) {
     const int saved_errno = errno;
     g_in_handler.fetch_add(1);
-    const int fd = g_write_fd.load();
+    const int i = index_of(signo);
     if (getpid() != g_owner.load()) {
         // A forked child still running our action: there is no watcher here; behave as the
         // SIG_DFL we replaced. Blocked while we run, the re-raised signal is delivered (and
         // ends the process) as soon as we return.
         set_default(signo);
         raise(signo);
-    } else if (fd >= 0) {
-        const unsigned char byte = static_cast<unsigned char>(signo);
-        ssize_t ignored = write(fd, &byte, 1);  // non-blocking: a full pipe already holds one
-        (void)ignored;
+    } else if (g_armed.load() && i >= 0) {
+        g_pending[i].fetch_add(1);
+        g_wake.post();
     } else {
-        // remove() has already put SIG_DFL back and closed the pipe while this delivery was
-        // on its way: let the default action have it.
+        // remove() has already put SIG_DFL back while this delivery was on its way: let the
+        // default action have it.
         raise(signo);
     }
     g_in_handler.fetch_sub(1);
@@ -122,43 +185,29 @@ void restore_defaults() {
     }
 }
 
-// pthread_atfork child hook: async-signal-safe calls only (sigaction, close).
+// pthread_atfork child hook: async-signal-safe calls only (sigaction).
 void after_fork_child() {
     if (g_owner.load() == 0) return;
     restore_defaults();
-    const int w = g_write_fd.exchange(-1);
-    const int r = g_read_fd.exchange(-1);
-    if (w >= 0) close(w);
-    if (r >= 0) close(r);
+    g_armed.store(false);
     // g_owner keeps the parent's pid: platform_exit_signals_inherited() tells from it.
-}
-
-bool set_fd_flags(int fd, bool nonblocking) {
-    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) return false;
-    if (!nonblocking) return true;
-    const int fl = fcntl(fd, F_GETFL);
-    return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
 }
 
 }  // namespace
 
 Error platform_exit_signals_install() {
     if (g_owner.load() != 0) return Error::runtime("exit signals are already watched");
-    int fds[2];
-    if (pipe(fds) != 0) return Error::os("could not create the exit-signal pipe", errno);
-    UniqueFd read_end(fds[0]);
-    UniqueFd write_end(fds[1]);
-    // CLOEXEC: programs the profiled program execs must not inherit the pipe.
-    if (!set_fd_flags(read_end.get(), false) || !set_fd_flags(write_end.get(), true))
-        return Error::os("could not set up the exit-signal pipe", errno);
+    if (!g_wake.make()) return Error::os("could not create the exit-signal semaphore", errno);
     if (!g_atfork_registered) {
         if (pthread_atfork(nullptr, nullptr, &after_fork_child) != 0)
             return Error::runtime("could not register the exit-signal fork hook");
         g_atfork_registered = true;
     }
-    g_read_fd.store(read_end.release());
-    g_write_fd.store(write_end.release());
+    g_wake.drain();
+    for (auto& n : g_pending) n.store(0);
+    g_wakes.store(0);
     g_owner.store(getpid());
+    g_armed.store(true);
     for (int i = 0; i < kSignalCount; ++i) {
         struct sigaction cur;
         if (sigaction(kSignals[i], nullptr, &cur) != 0) continue;
@@ -169,7 +218,7 @@ Error platform_exit_signals_install() {
 }
 
 bool platform_exit_signals_reclaim(int signo) {
-    if (g_owner.load() != getpid() || g_write_fd.load() < 0) return false;
+    if (g_owner.load() != getpid() || !g_armed.load()) return false;
     for (int i = 0; i < kSignalCount; ++i) {
         if (kSignals[i] != signo) continue;
         struct sigaction cur;
@@ -182,54 +231,40 @@ bool platform_exit_signals_reclaim(int signo) {
 }
 
 int platform_exit_signals_wait() {
-    const int fd = g_read_fd.load();
-    if (fd < 0) return -1;
+    if (g_owner.load() == 0) return -1;
     for (;;) {
-        unsigned char byte = 0;
-        const ssize_t n = read(fd, &byte, 1);
-        if (n == 1) return byte;
-        if (n < 0 && errno == EINTR) continue;
-        return -1;
+        // A signal counted before the wait returns at once (its post is still there to take
+        // later: then the loop finds nothing and waits again).
+        const int signo = take_pending();
+        if (signo != 0) return signo;
+        int w = g_wakes.load();
+        while (w > 0)
+            if (g_wakes.compare_exchange_weak(w, w - 1)) return 0;
+        g_wake.wait();
     }
 }
 
 void platform_exit_signals_wake() {
-    const int fd = g_write_fd.load();
-    if (fd < 0) return;
-    const unsigned char zero = 0;
-    ssize_t ignored = write(fd, &zero, 1);
-    (void)ignored;
+    if (g_owner.load() == 0) return;
+    g_wakes.fetch_add(1);
+    g_wake.post();
 }
 
 int platform_exit_signals_remove() {
     if (g_owner.load() == 0) return 0;
     restore_defaults();
-    const int w = g_write_fd.exchange(-1);
-    // From here a handler that has not loaded the descriptor yet sees -1 and re-raises its
-    // signal to the default action. One that loaded it before is counted in g_in_handler and
-    // takes microseconds: wait for it, so that its byte is in the pipe before we read it and
-    // it never writes into a reused descriptor. Bounded: after ~1 s, leave the pipe open.
-    bool quiet = false;
-    for (int i = 0; i < 10000 && !(quiet = g_in_handler.load() == 0); ++i) {
+    g_armed.store(false);
+    // From here a handler that has not loaded g_armed yet re-raises its signal to the default
+    // action. One that loaded it before is counted in g_in_handler and takes microseconds:
+    // wait for it, so that its count is seen below. Bounded: after ~1 s, go on without it.
+    for (int i = 0; i < 10000 && g_in_handler.load() != 0; ++i) {
         const struct timespec pause = {0, 100 * 1000};
         nanosleep(&pause, nullptr);
     }
-    const int r = g_read_fd.exchange(-1);
-    int late = 0;
-    if (quiet && r >= 0) {
-        // The watcher has gone: a signal byte still in the pipe arrived after it stopped
-        // reading, and is the caller's to act on.
-        const int fl = fcntl(r, F_GETFL);
-        if (fl >= 0 && fcntl(r, F_SETFL, fl | O_NONBLOCK) == 0) {
-            unsigned char byte = 0;
-            for (int i = 0; i < 4096 && read(r, &byte, 1) == 1; ++i)
-                if (byte != 0 && late == 0) late = byte;
-        }
-    }
-    if (quiet) {
-        if (w >= 0) close(w);
-        if (r >= 0) close(r);
-    }
+    // The watcher has gone: a signal still counted arrived after it stopped waiting, and is
+    // the caller's to act on.
+    const int late = take_pending();
+    for (auto& n : g_pending) n.store(0);
     g_owner.store(0);
     return late;
 }

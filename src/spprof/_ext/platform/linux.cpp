@@ -36,6 +36,8 @@
 #include "../signal_handler.h"
 #include "../capture/thread_ctx.h"
 #include "platform.h"
+#include "proc_task_files.h"
+#include "../held_fd.h"
 
 namespace spprof {
 
@@ -736,15 +738,19 @@ bool platform_signal_thread(uint64_t tid, uint32_t serial) {
 }
 
 int platform_thread_runnable(uint64_t tid) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/self/task/%llu/stat", static_cast<unsigned long long>(tid));
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
     char buf[512];
-    const ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    // Through the thread's held descriptor (proc_task_files.h): no open per tick.
+    ssize_t n = proc_task_stat(tid, buf, sizeof buf);
+    if (n == -2) {
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/self/task/%llu/stat", static_cast<unsigned long long>(tid));
+        const int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return -1;
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n > 0) buf[n] = '\0';
+    }
     if (n <= 0) return -1;
-    buf[n] = '\0';
     // "tid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
     const char* paren = std::strrchr(buf, ')');
     if (paren == nullptr || paren[1] != ' ' || paren[2] == '\0') return -1;
@@ -793,7 +799,7 @@ bool platform_read_no_fault(uintptr_t addr, void* out, size_t n) {
     // process_vm_readv on ourselves reports EFAULT for unmapped memory instead of faulting.
     // Where a sandbox refuses it, write() into a pipe does the same check (EFAULT), then the
     // bytes are read back. Called with the GIL held, so the static pipe has one user at a time.
-    static int probe[2] = {-1, -1};
+    static HeldFd probe_r, probe_w;
     static bool use_pipe = false;
     if (!use_pipe) {
         struct iovec local = {out, n};
@@ -804,9 +810,20 @@ bool platform_read_no_fault(uintptr_t addr, void* out, size_t n) {
         use_pipe = true;
         log_debug("process_vm_readv unavailable (%s): validating pointers through a pipe", std::strerror(errno));
     }
-    if (probe[0] < 0 && pipe2(probe, O_CLOEXEC | O_NONBLOCK) != 0) return false;
-    if (write(probe[1], reinterpret_cast<const void*>(addr), n) != static_cast<ssize_t>(n)) return false;
-    return read(probe[0], out, n) == static_cast<ssize_t>(n);
+    // Made once, moved above the program's numbers and proven ours before each use (held_fd.h).
+    if (probe_r.empty() || probe_w.empty()) {
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+        if (!HeldFd::adopt(fds[0], &probe_r).ok() || !HeldFd::adopt(fds[1], &probe_w).ok()) {
+            probe_r.reset();
+            probe_w.reset();
+            return false;
+        }
+    }
+    const int r = probe_r.get(), w = probe_w.get();
+    if (r < 0 || w < 0) return false;
+    if (write(w, reinterpret_cast<const void*>(addr), n) != static_cast<ssize_t>(n)) return false;
+    return read(r, out, n) == static_cast<ssize_t>(n);
 }
 
 }  // namespace spprof

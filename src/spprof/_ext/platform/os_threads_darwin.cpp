@@ -10,6 +10,12 @@
 
 namespace spprof {
 
+// No /proc: nothing is opened, nothing to hold.
+Error platform_proc_files_open() { return Error::none(); }
+void platform_proc_files_close() {}
+uint64_t platform_proc_files_over_budget() { return 0; }
+uint64_t platform_proc_thread_fds_opened() { return 0; }
+
 bool platform_os_threads(std::vector<OsThread>* out) {
     out->clear();
     return false;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "platform/platform.h"
+#include "platform/proc_task_files.h"
 
 namespace spprof {
 namespace {
@@ -40,6 +41,20 @@ ssize_t read_task_file(uint64_t tid, const char* leaf, char* buf, size_t len) {
 
 bool platform_os_threads(std::vector<OsThread>* out) {
     out->clear();
+    // Through the directory descriptor the session holds (proc_task_files.h); outside a
+    // session, the old way.
+    std::vector<uint64_t> tids;
+    const int held = proc_task_list(&tids);
+    if (held < 0) return false;  // the program took our descriptors: no opening behind its back
+    if (held > 0) {
+        out->reserve(tids.size());
+        for (uint64_t tid : tids) {
+            OsThread t;
+            t.tid = tid;
+            out->push_back(t);
+        }
+        return true;
+    }
     DIR* dir = opendir("/proc/self/task");
     if (dir == nullptr) return false;
     while (const struct dirent* e = readdir(dir)) {
@@ -54,7 +69,8 @@ bool platform_os_threads(std::vector<OsThread>* out) {
 
 uint64_t platform_thread_start_ticks(uint64_t tid) {
     char buf[1024];
-    if (read_task_file(tid, "stat", buf, sizeof buf) < 0) return 0;
+    const ssize_t held = proc_task_stat(tid, buf, sizeof buf);
+    if (held == -1 || held == -3 || (held == -2 && read_task_file(tid, "stat", buf, sizeof buf) < 0)) return 0;
     // "tid (comm) S ppid ...": comm may hold spaces and parentheses; fields count from the
     // state (field 3) after the last ')'. starttime is field 22.
     const char* p = std::strrchr(buf, ')');

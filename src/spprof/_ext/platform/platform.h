@@ -190,23 +190,35 @@ bool platform_fault_guard_ready();
 // Times platform_fault_guard_keep() put the guard back in front. Any thread.
 uint64_t platform_fault_guard_retaken();
 
+// ---- the /proc descriptors (Linux; proc_task_files.h) ----------------------------------------
+// What the session reads from /proc while the program runs goes through descriptors it keeps
+// above the program's numbers (held_fd.h): /proc/self/task, opened here, and each thread's stat
+// file, opened once when first read. Session start, GIL held; nothing to do on macOS.
+Error platform_proc_files_open();
+// Session stop, spprof's threads joined: closes all of them (those still ours).
+void platform_proc_files_close();
+// Per-thread reads done the old way (open, read, close) because the per-thread budget was
+// spent, and per-thread descriptors opened, since the module was loaded. Any thread.
+uint64_t platform_proc_files_over_budget();
+uint64_t platform_proc_thread_fds_opened();
+
 // ---- exit signals (the CLI, start(output_path=...)) ------------------------------------------
 // Under the CLI, SIGTERM, SIGHUP and SIGQUIT end the program as they would without spprof,
-// after the profile is written. The handler (SIGNAL-SAFE, exit_signals_posix.cpp) only writes
-// the signal number into a pipe; the watcher thread (exit_signals.h) reads it, writes the
-// profile and calls platform_die_by_signal.
+// after the profile is written. The handler (SIGNAL-SAFE, exit_signals_posix.cpp) only counts
+// the signal in an atomic slot and posts a semaphore (no file descriptor); the watcher thread
+// (exit_signals.h) waits on it, writes the profile and calls platform_die_by_signal.
 //
 // Install the handler for each of those signals whose action is SIG_DFL now: an action the
 // program or a library set first keeps priority, and one it sets later replaces ours. With
-// SA_RESTART, so the program's restartable system calls go on. GIL held. Fails when the pipe
-// cannot be made; installing twice is an error.
+// SA_RESTART, so the program's restartable system calls go on. GIL held. Fails when the
+// semaphore cannot be made; installing twice is an error.
 Error platform_exit_signals_install();
 // Watcher thread: blocks until a signal arrives and returns its number; 0 after
-// platform_exit_signals_wake(); -1 when the pipe is gone.
+// platform_exit_signals_wake(); -1 when the handler is not installed.
 int platform_exit_signals_wait();
 // Any thread: make platform_exit_signals_wait() return 0.
 void platform_exit_signals_wake();
-// GIL held, watcher joined: put SIG_DFL back where our handler still is, close the pipe.
+// GIL held, watcher joined: put SIG_DFL back where our handler still is, disarm it.
 // Returns a signal that arrived after the watcher stopped reading (the caller should end the
 // process by it), else 0. Idempotent. In a forked child the same happens by itself
 // (pthread_atfork), and the handler of a child that still runs it acts as SIG_DFL.

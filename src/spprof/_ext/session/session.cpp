@@ -58,6 +58,15 @@ Error Session::start() {
         if (config_.native) platform_set_native_unwinding(false);
         return e;
     }
+    // What the session reads from /proc from here is read through descriptors it holds above
+    // the program's numbers (platform.h, "the /proc descriptors").
+    e = platform_proc_files_open();
+    if (!e.ok()) {
+        platform_fault_guard_remove();
+        platform_timer_destroy();
+        if (config_.native) platform_set_native_unwinding(false);
+        return e;
+    }
     capture_enable(&threads_.table(), unwind_.get());
     running_ = true;
     scan_threads();
@@ -138,6 +147,7 @@ Error Session::stop() {
         if (ThreadCtx* ctx = table.at(i)) platform_thread_detach(ctx);
     platform_timer_destroy();
     platform_fault_guard_remove();  // no capture runs any more (capture_disable_and_wait)
+    platform_proc_files_close();  // spprof's threads are joined, the last scan is done
     for (size_t i = 0; i < table.slot_count(); ++i)
         if (ThreadCtx* ctx = table.at(i)) ctx->state_.store(ThreadState::kDetached, std::memory_order_release);
     if (config_.native) platform_set_native_unwinding(false);

@@ -1,0 +1,206 @@
+// platform/proc_task_files_linux.cpp: the /proc descriptors a session keeps (proc_task_files.h).
+//
+// Before, every census tick and every thread scan opened and closed /proc files from spprof's
+// threads, taking the lowest free descriptor at moments the program cannot foresee (a program
+// that closes fd 2 and reopens it got another number, or EBUSY from dup2). Now the directory is
+// opened in start() and a thread's stat file once per thread, each moved above the floor at
+// once; reads are pread/getdents64 on those. The per-thread descriptors are bounded
+// (kMaxThreadFds, and a quarter of the room between the floor and the soft RLIMIT_NOFILE);
+// reads past that bound open the file as before and are counted.
+#if defined(__linux__)
+
+#include "platform/proc_task_files.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <mutex>
+#include <unordered_map>
+
+#include "held_fd.h"
+#include "platform/platform.h"
+
+namespace spprof {
+namespace {
+
+constexpr size_t kMaxThreadFds = 4096;
+
+// getdents64's record; glibc before 2.30 has no wrapper, so the system call is made directly.
+struct LinuxDirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[1];
+};
+
+struct TaskFiles {
+    std::mutex mutex;
+    pid_t owner = 0;  // the process that opened them; a forked child does not use its parent's
+    HeldFd dir;
+    std::unordered_map<uint64_t, HeldFd> stat_by_tid;
+    size_t budget = 0;
+    // One of them turned out to be the program's (it closed or reused the number): no more
+    // /proc reads this session, by held descriptor or otherwise (reopening would be exactly
+    // the open behind the program's back this file exists to avoid).
+    bool lost = false;
+};
+
+TaskFiles& files() {
+    static TaskFiles* f = new TaskFiles;  // never destroyed: a late reader must find it
+    return *f;
+}
+
+std::atomic<uint64_t> g_over_budget{0};
+std::atomic<uint64_t> g_thread_fds_opened{0};
+
+// A fork while a spprof thread holds the mutex must not leave it held in the child.
+void fork_prepare() { files().mutex.lock(); }
+void fork_release() { files().mutex.unlock(); }
+
+size_t thread_fd_budget() {
+    struct rlimit lim;
+    const int floor = held_fd_floor();
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return kMaxThreadFds;
+    if (lim.rlim_cur <= static_cast<rlim_t>(floor)) return 0;
+    const size_t room = static_cast<size_t>(lim.rlim_cur) - static_cast<size_t>(floor);
+    return room / 4 < kMaxThreadFds ? room / 4 : kMaxThreadFds;
+}
+
+bool usable(const TaskFiles& f) { return f.owner == getpid() && (f.lost || !f.dir.empty()); }
+
+void mark_lost(TaskFiles& f) {
+    f.lost = true;
+    f.stat_by_tid.clear();  // each closed only when still ours (HeldFd)
+    f.dir.reset();
+}
+
+}  // namespace
+
+Error platform_proc_files_open() {
+    static bool atfork = false;
+    TaskFiles& f = files();
+    if (!atfork) {
+        if (pthread_atfork(&fork_prepare, &fork_release, &fork_release) != 0)
+            return Error::runtime("could not register the /proc descriptors' fork hook");
+        atfork = true;
+    }
+    std::lock_guard<std::mutex> lock(f.mutex);
+    held_fds_reset_lost();  // the count the session reports is its own
+    f.stat_by_tid.clear();  // a forked child's copies, or a session that did not close them
+    f.dir.reset();
+    HeldFd dir;
+    const Error e = HeldFd::adopt(open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC), &dir);
+    if (!e.ok()) return e;
+    f.dir = std::move(dir);
+    f.owner = getpid();
+    f.lost = false;
+    f.budget = thread_fd_budget();
+    return Error::none();
+}
+
+void platform_proc_files_close() {
+    TaskFiles& f = files();
+    std::lock_guard<std::mutex> lock(f.mutex);
+    f.stat_by_tid.clear();
+    f.dir.reset();
+    f.owner = 0;
+    f.lost = false;
+}
+
+bool proc_task_files_lost() {
+    TaskFiles& f = files();
+    std::lock_guard<std::mutex> lock(f.mutex);
+    return f.lost;
+}
+
+uint64_t platform_proc_files_over_budget() { return g_over_budget.load(std::memory_order_relaxed); }
+uint64_t platform_proc_thread_fds_opened() { return g_thread_fds_opened.load(std::memory_order_relaxed); }
+
+int proc_task_list(std::vector<uint64_t>* tids) {
+    tids->clear();
+    TaskFiles& f = files();
+    std::lock_guard<std::mutex> lock(f.mutex);
+    if (!usable(f)) return 0;
+    if (f.lost) return -1;
+    const int fd = f.dir.get();
+    if (fd < 0) {
+        mark_lost(f);
+        return -1;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) return -1;
+    alignas(8) char buf[16384];
+    for (;;) {
+        const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (n < 0) return -1;
+        if (n == 0) break;
+        for (long off = 0; off < n;) {
+            const auto* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
+            if (d->d_reclen == 0) break;
+            off += d->d_reclen;
+            if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+            const uint64_t tid = std::strtoull(d->d_name, nullptr, 10);
+            if (tid != 0) tids->push_back(tid);
+        }
+    }
+    // Threads gone from the list: their descriptors go (closed only when still ours).
+    std::sort(tids->begin(), tids->end());
+    for (auto it = f.stat_by_tid.begin(); it != f.stat_by_tid.end();)
+        it = std::binary_search(tids->begin(), tids->end(), it->first) ? std::next(it) : f.stat_by_tid.erase(it);
+    return 1;
+}
+
+ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len) {
+    if (len == 0) return -1;
+    TaskFiles& f = files();
+    std::lock_guard<std::mutex> lock(f.mutex);
+    if (!usable(f)) return -2;
+    if (f.lost) return -3;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto it = f.stat_by_tid.find(tid);
+        if (it == f.stat_by_tid.end()) {
+            if (f.stat_by_tid.size() >= f.budget) {
+                g_over_budget.fetch_add(1, std::memory_order_relaxed);
+                return -2;
+            }
+            const int dir = f.dir.get();
+            if (dir < 0) {
+                mark_lost(f);
+                return -3;
+            }
+            char leaf[40];
+            std::snprintf(leaf, sizeof leaf, "%llu/stat", static_cast<unsigned long long>(tid));
+            const int raw = openat(dir, leaf, O_RDONLY | O_CLOEXEC);
+            if (raw < 0) return -1;  // gone
+            HeldFd held;
+            if (!HeldFd::adopt(raw, &held).ok()) return -2;
+            g_thread_fds_opened.fetch_add(1, std::memory_order_relaxed);
+            it = f.stat_by_tid.emplace(tid, std::move(held)).first;
+        }
+        const int fd = it->second.get();
+        if (fd < 0) {
+            mark_lost(f);
+            return -3;
+        }
+        const ssize_t n = pread(fd, buf, len - 1, 0);
+        if (n > 0) {
+            buf[n] = '\0';
+            return n;
+        }
+        // The thread ended (ESRCH): a thread with this tid may be a new one, opened once.
+        f.stat_by_tid.erase(it);
+    }
+    return -1;
+}
+
+}  // namespace spprof
+
+#endif  // __linux__

@@ -1,0 +1,267 @@
+"""File descriptors: the numbers are the program's (issue 24).
+
+A program may close every descriptor from 3 up, reopen its own files there and expect open()
+to return the lowest free number. spprof must hold nothing on those numbers, open nothing
+behind the program's back while it runs, and keep what it holds above held_fd_floor()
+(docs/reliability.md, "File descriptors"). Each case runs in its own interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import spprof
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+
+# The floor of docs/reliability.md: 512, or half the soft RLIMIT_NOFILE below 1024.
+FLOOR = 512
+
+# Closes every descriptor from 3 up, as python-daemon and supervisors do, then opens two files
+# of its own (they get 3 and 4) and writes to them without closing; ends as argv[3] says.
+CLOSERANGE = textwrap.dedent(
+    """
+    import os, signal, sys, time
+
+    def busy(seconds):
+        t0 = time.process_time()
+        n = 0
+        while time.process_time() - t0 < seconds:
+            n += 1
+        return n
+
+    os.closerange(3, 65536)
+    a = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    b = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    assert (a, b) == (3, 4), (a, b)
+    os.write(a, b"first file\\n")
+    os.write(b, b"second file\\n")
+    busy(0.3)
+    # A pipe of the program's on the next free numbers: what goes in comes out, all of it.
+    r, w = os.pipe()
+    os.write(w, b"h\\x01\\x0f")
+    busy(0.2)
+    got = os.read(r, 16)
+    print("pipe", r, w, got)
+    how = sys.argv[3]
+    if how == "exit":
+        os.write(a, b"at exit\\n")
+        sys.exit(0)
+    os.write(a, b"before the signal\\n")
+    os.kill(os.getpid(), getattr(signal, how))
+    time.sleep(5)
+    print("STILL ALIVE")
+    """
+)
+
+
+def _default_signals() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "SPPROF_DEBUG"}
+
+
+def _run_closerange(
+    tmp_path: Path, how: str, profiled: bool
+) -> tuple[subprocess.CompletedProcess, bytes, bytes]:
+    script = tmp_path / "closerange.py"
+    script.write_text(CLOSERANGE)
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    args = [str(script), str(first), str(second), how]
+    cmd = (
+        [sys.executable, "-m", "spprof", "-i", "1", "-o", str(tmp_path / "p.spprof"), *args]
+        if profiled
+        else [
+            sys.executable,
+            *args,
+        ]
+    )
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, env=_env(), preexec_fn=_default_signals
+    )
+    return r, first.read_bytes(), second.read_bytes()
+
+
+@pytest.mark.parametrize("how", ["exit", "SIGTERM", "SIGHUP"])
+def test_closerange_then_files_on_3_and_4_read_back_byte_for_byte(tmp_path, how):
+    plain, plain_first, plain_second = _run_closerange(tmp_path, how, profiled=False)
+    expected_status = 0 if how == "exit" else -getattr(signal, how)
+    assert plain.returncode == expected_status, plain.stderr
+    r, first, second = _run_closerange(tmp_path, how, profiled=True)
+    # Before: SIGTERM/SIGHUP went into the program's file on fd 4 as a byte and the program ran
+    # on (STILL ALIVE, status 0); at exit a stray \0 landed there; the pipe lost its bytes.
+    assert r.returncode == expected_status, r.stderr
+    assert "STILL ALIVE" not in r.stdout
+    assert r.stdout == plain.stdout  # the pipe on 5/6 gave back b"h\x01\x0f", all of it
+    assert "pipe 5 6 b'h\\x01\\x0f'" in r.stdout
+    assert (first, second) == (plain_first, plain_second)
+    assert second == b"second file\n"
+    # closerange(3, 65536) closed spprof's /proc descriptors too: said once, nothing reopened.
+    assert r.stderr.count("the program closed or reused") == 1, r.stderr
+    profile = spprof.load(tmp_path / "p.spprof")
+    assert any(f.function_name == "busy" for s in profile.samples for f in s.frames), r.stderr
+
+
+def test_a_pipe_reopened_on_3_and_4_is_neither_read_nor_closed_by_spprof(tmp_path):
+    # The program's own pipe on the numbers the exit-signal pipe had. Before: stop() wrote its
+    # wake-up byte into the program's write end and closed both of its ends.
+    script = tmp_path / "pipe.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, sys, time
+            import spprof
+            spprof.start(interval_ms=1, output_path=sys.argv[1])
+            os.closerange(3, 65536)
+            r, w = os.pipe()
+            assert (r, w) == (3, 4), (r, w)
+            for _ in range(20):
+                os.write(w, b"\\x01h")
+                time.sleep(0.01)
+                assert os.read(r, 2) == b"\\x01h"
+            spprof.stop()
+            os.write(w, b"after")
+            os.close(w)
+            print(repr(os.read(r, 64)))
+            """
+        )
+    )
+    r = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "p.spprof")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        preexec_fn=_default_signals,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "b'after'\n"
+
+
+# The lowest-free-fd loop of CPython's test_subprocess (test_swap_std_fds_with_one_closed), in
+# wall mode at 1 ms with threads alive (blocked, so the census reads their state every tick).
+LOWEST_FREE = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    import spprof
+
+    stop = threading.Event()
+    def blocked():
+        stop.wait()
+    def spinning():
+        while not stop.is_set():
+            sum(range(1000))
+    threads = [threading.Thread(target=blocked) for _ in range(3)]
+    threads.append(threading.Thread(target=spinning))
+    for t in threads:
+        t.start()
+    spprof.start(interval_ms=1, mode="wall")
+    time.sleep(0.3)  # every thread met by the census and the scan before the loop
+    saved = os.dup(2)
+    devnull = os.devnull
+    loops = failures = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < float(sys.argv[1]):
+        os.close(2)
+        fd = os.open(devnull, os.O_RDONLY)
+        try:
+            if fd != 2:
+                failures += 1
+        finally:
+            try:
+                os.dup2(saved, 2)
+            except OSError as e:
+                failures += 1
+                os.write(saved, f"dup2: {e}\\n".encode())
+            if fd != 2:
+                os.close(fd)
+        loops += 1
+    stop.set()
+    for t in threads:
+        t.join()
+    stats = spprof.stop().stats
+    print(loops, failures, stats["wall_state_probes"], stats.get("fds_lost", 0))
+    """
+)
+
+
+def test_the_lowest_free_fd_is_the_programs_in_wall_mode_with_threads_alive(tmp_path):
+    script = tmp_path / "lowest.py"
+    script.write_text(LOWEST_FREE)
+    r = subprocess.run(
+        [sys.executable, str(script), "3"], capture_output=True, text=True, timeout=60, env=_env()
+    )
+    assert r.returncode == 0, r.stderr
+    loops, failures, probes, lost = (int(x) for x in r.stdout.split())
+    assert loops > 1000, r.stdout
+    # Before: the census opened /proc files on 2 between the close and the open (os.open
+    # returned 3 or more) and dup2 met EBUSY; at 3697f84 this program did not end in 60 s.
+    assert failures == 0, r.stdout + r.stderr
+    assert probes > 0  # the census did read thread states meanwhile
+    assert lost == 0
+
+
+# Counts the descriptors open before start, during a session and after stop.
+FD_COUNT = textwrap.dedent(
+    """
+    import json, os, sys, threading, time
+    import spprof
+
+    def fds():
+        return set(int(n) for n in os.listdir("/proc/self/fd"))
+
+    stop = threading.Event()
+    workers = [threading.Thread(target=stop.wait) for _ in range(int(sys.argv[2]))]
+    for t in workers:
+        t.start()
+    before = fds()
+    # With an output path, as the CLI starts it: the exit signals are watched too.
+    spprof.start(interval_ms=1, mode=sys.argv[1], output_path=sys.argv[3])
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.3:
+        pass
+    time.sleep(0.2)
+    during = fds() - before
+    stop.set()
+    for t in workers:
+        t.join()
+    held_at_stop = spprof.stop().stats.get("fds_held", 0)
+    after = fds() - before
+    counts = {"during": sorted(during), "after": sorted(after), "held_at_stop": held_at_stop}
+    print(json.dumps(counts))
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_spprof_holds_one_descriptor_per_thread_plus_one_all_high_none_after_stop(tmp_path, mode):
+    script = tmp_path / "count.py"
+    script.write_text(FD_COUNT)
+    threads = 3
+    r = subprocess.run(
+        [sys.executable, str(script), mode, str(threads), str(tmp_path / "p.spprof")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
+    assert r.returncode == 0, r.stderr
+    counts = json.loads(r.stdout)
+    during, after = counts["during"], counts["after"]
+    # docs/reliability.md: /proc/self/task, plus one stat file per thread the session read
+    # (at most the 1 + `threads` threads of the program), all at the floor or above.
+    assert 1 <= len(during) <= 1 + 1 + threads, r.stdout
+    assert all(fd >= FLOOR for fd in during), r.stdout
+    assert after == [], r.stdout  # nothing left after stop
+    assert counts["held_at_stop"] == 0, r.stdout
