@@ -204,7 +204,9 @@ def test_the_lowest_free_fd_is_the_programs_in_wall_mode_with_threads_alive(tmp_
     )
     assert r.returncode == 0, r.stderr
     loops, failures, probes, lost = (int(x) for x in r.stdout.split())
-    assert loops > 1000, r.stdout
+    # Each os.close/os.open/dup2 lets the spinning thread take the GIL for a switch interval
+    # (5 ms), so the count is set by the GIL, not by spprof: 389-71,078 in 3 s, measured.
+    assert loops > 100, r.stdout
     # Before: the census opened /proc files on 2 between the close and the open (os.open
     # returned 3 or more) and dup2 met EBUSY; at 3697f84 this program did not end in 60 s.
     assert failures == 0, r.stdout + r.stderr
