@@ -214,7 +214,7 @@ std::atomic<uint64_t> g_attach_gen{0};
 
 SuspendStats g_stats;
 ThreadCensus g_census;
-// Samples of threads without a Python state (the <thread "name"> record) this session.
+// Records written for threads without a Python state (<thread "name">) this session.
 std::atomic<uint64_t> g_native_only_samples{0};
 
 static_assert(std::atomic<ThreadRegistry*>::is_always_lock_free, "read by the hook");
@@ -639,7 +639,6 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
         frames[0] = RawFrame{kThreadNameFrameCode, 0, 0};
         pw = WalkResult{};
         pw.depth = 1;
-        g_native_only_samples.fetch_add(1, std::memory_order_relaxed);
     }
     if (pw.depth == 0 && native_depth == 0) return;
 
@@ -658,6 +657,7 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
     capture_count_sampled(written);
     if (written) {
         g_stats.add_captured();
+        if (native_only) g_native_only_samples.fetch_add(1, std::memory_order_relaxed);
         ctx->captured_.fetch_add(1, std::memory_order_relaxed);
         g_census.add_sample(t.census);
     } else {
