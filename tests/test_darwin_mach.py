@@ -8,8 +8,10 @@ are sampled too, and each sample is weighted by the time since that thread's pre
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import shutil
 import socket
 import statistics
 import subprocess
@@ -35,6 +37,7 @@ MACH_ONLY_STATS = (
     "max_suspend_ns",
     "mach_walk_errors",
     "off_cpu_skipped",
+    "mach_native_only_samples",
 )
 
 
@@ -265,3 +268,102 @@ def test_signal_platforms_export_no_mach_counters():
     assert not set(MACH_ONLY_STATS) & set(st), sorted(set(MACH_ONLY_STATS) & set(st))
     for key in ("signals", "foreign_signals", "timer_overruns", "timers_active", "timer_failures"):
         assert key in st, key
+
+
+# A pthread started from C, after start(), that never takes a Python state: it names itself,
+# gives its thread id, and spins until its own CPU clock shows `seconds`.
+_C_SPINNER = r"""
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+static double want_;
+static uint64_t tid_;
+static volatile double sink_;
+
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void* run(void* arg) {
+    (void)arg;
+    pthread_setname_np("c spinner");
+    pthread_threadid_np(NULL, &tid_);
+    while (cpu_seconds() < want_) {
+        for (int i = 0; i < 10000; ++i) sink_ += i * 0.5;
+    }
+    return NULL;
+}
+
+uint64_t spin_in_c_thread(double seconds) {
+    pthread_t t;
+    want_ = seconds;
+    if (pthread_create(&t, NULL, run, NULL) != 0) return 0;
+    pthread_join(t, NULL);
+    return tid_;
+}
+"""
+
+_C_SPINNER_SCRIPT = textwrap.dedent(
+    """
+    import ctypes, json, sys
+    import spprof
+    lib = ctypes.CDLL(sys.argv[1])
+    lib.spin_in_c_thread.restype = ctypes.c_uint64
+    lib.spin_in_c_thread.argtypes = [ctypes.c_double]
+    native = sys.argv[2] == "native"
+    spprof.start(interval_ms=10, native=native)
+    tid = lib.spin_in_c_thread(0.6)  # ctypes lets the GIL go while the C thread runs
+    prof = spprof.stop()
+    threads = [t for t in prof.threads if t.native_thread_id == tid]
+    samples = [s for s in prof.samples if s.native_thread_id == tid]
+    print(json.dumps({
+        "tid": tid,
+        "scan": prof.stats.get("os_threads_scan"),
+        "native_only_samples": prof.stats.get("mach_native_only_samples"),
+        "names": [t.name for t in threads],
+        "native_only": [getattr(t, "native_only", None) for t in threads],
+        "samples": len(samples),
+        "on_cpu_ns": sum(s.weight_ns for s in samples if s.on_cpu),
+        "roots": sorted({s.frames[0].function_name for s in samples if s.frames}),
+        "depths": sorted({len(s.frames) for s in samples}),
+    }))
+    """
+)
+
+
+@darwin_only
+@pytest.mark.parametrize("mode", ["python-frames", "native"])
+def test_c_thread_without_python_state_is_sampled(tmp_path, mode):
+    # Before task_threads was listed (os_threads_darwin.cpp returned false) such a thread was
+    # never attached: no entry, no sample, os_threads_scan "unsupported".
+    cc = os.environ.get("CC") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "spinner.c"
+    src.write_text(_C_SPINNER)
+    lib = tmp_path / "libspinner.dylib"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(src)], check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _C_SPINNER_SCRIPT, str(lib), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr  # its own interpreter: a crash is a failure
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["tid"] != 0
+    assert out["scan"] == "task_threads"
+    assert out["names"] == ["c spinner"], out
+    assert out["native_only"] == [True], out
+    # 0.6 s of its CPU at 10 ms, less at most one drain pass before the scan found it.
+    assert out["samples"] >= 20, out
+    assert out["native_only_samples"] >= out["samples"], out
+    # Every sample sits under the one frame naming it, as on Linux.
+    assert out["roots"] == ['<thread "c spinner">'], out
+    if mode == "python-frames":
+        assert out["depths"] == [1], out
+    else:
+        assert max(out["depths"]) > 1, out  # its frame-pointer pcs under the name

@@ -4,7 +4,8 @@ that block the sampling signal, and the CPU balance of the summary (issue 23, se
 
 Each case runs in its own interpreter (tests/scripts/native_threads.py) with a tiny C library
 the test builds with cc; the C threads measure their own CPU time with their thread CPU clock.
-Linux only: macOS's Mach sampler attaches Python threads only (stats()["os_threads_scan"]).
+Linux only here: macOS lists its threads with task_threads (compile-checked only, no Mac
+runs these).
 """
 
 from __future__ import annotations

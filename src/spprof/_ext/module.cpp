@@ -155,7 +155,7 @@ PyObject* build_stats(const Session* s) {
         // Every OS thread and the CPU balance (session/cpu_balance.h, docs/usage.md).
         const SessionCounters& c = s->counters();
         const CpuBalance b = s->cpu_balance();
-        ok = put(d, "os_threads_scan", PyUnicode_FromString(s->os_threads_scanned() ? "proc" : "unsupported")) &&
+        ok = put(d, "os_threads_scan", PyUnicode_FromString(s->os_threads_scanned() ? platform_os_threads_source() : "unsupported")) &&
              put(d, "threads_native_only", PyLong_FromUnsignedLongLong(c.threads_native_only)) &&
              put(d, "threads_signal_blocked", PyLong_FromUnsignedLongLong(c.threads_signal_blocked)) &&
              put(d, "threads_rejoined", PyLong_FromUnsignedLongLong(c.threads_rejoined)) &&

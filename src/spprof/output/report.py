@@ -268,7 +268,8 @@ def _thread_coverage_lines(profile: ProfileData) -> list[str]:
         lines.append(f"  note: not sampled, they block the sampling signal: {names}{more}")
     if profile.stats.get("os_threads_scan") == "unsupported":
         lines.append(
-            "  note: threads without a Python state are not sampled on this platform (Linux only)"
+            "  note: threads without a Python state are not sampled on this platform"
+            " (Linux and macOS only)"
         )
     balance = cpu_balance_line(profile.stats)
     if balance is not None:

@@ -70,6 +70,8 @@ void platform_get_stats(PlatformStats* out) {
     out->add("max_suspend_ns", s.max_suspend_ns);
     out->add("mach_walk_errors", s.walk_errors);
     out->add("off_cpu_skipped", s.off_cpu_skipped);
+    // Records of threads without a Python state (<thread "name">, os_thread_scan.cpp).
+    out->add("mach_native_only_samples", mach_sampler_native_only_samples());
 }
 
 void platform_reset_stats() {

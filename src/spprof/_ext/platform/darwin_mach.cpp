@@ -10,6 +10,7 @@
 #include "../own_threads.h"
 
 #include "darwin_mach.h"
+#include "darwin_ports.h"
 #include "platform.h"
 
 #include <mach/mach.h>
@@ -106,35 +107,6 @@ private:
     mach_port_t port_;
 };
 
-// The thread list of task_threads: every port not taken is released, then the array.
-class MachThreadList {
-public:
-    MachThreadList() = default;
-    MachThreadList(const MachThreadList&) = delete;
-    MachThreadList& operator=(const MachThreadList&) = delete;
-    ~MachThreadList() {
-        if (threads_ == nullptr) return;
-        for (mach_msg_type_number_t i = 0; i < count_; ++i) {
-            if (MACH_PORT_VALID(threads_[i])) mach_port_deallocate(mach_task_self(), threads_[i]);
-        }
-        vm_deallocate(mach_task_self(), reinterpret_cast<vm_address_t>(threads_),
-                      count_ * sizeof(thread_act_t));
-    }
-    kern_return_t load() { return task_threads(mach_task_self(), &threads_, &count_); }
-    size_t size() const { return count_; }
-    thread_act_t at(size_t i) const { return threads_[i]; }
-    // Transfer the right at i to the caller.
-    thread_act_t take(size_t i) {
-        const thread_act_t t = threads_[i];
-        threads_[i] = MACH_PORT_NULL;
-        return t;
-    }
-
-private:
-    thread_act_array_t threads_ = nullptr;
-    mach_msg_type_number_t count_ = 0;
-};
-
 void release_port(uint32_t port) {
     if (MACH_PORT_VALID(port)) mach_port_deallocate(mach_task_self(), port);
 }
@@ -214,16 +186,6 @@ struct MachClock {
 
 // ---- thread facts read outside any window ----------------------------------------------------
 
-bool thread_id_of(thread_act_t t, uint64_t* out) {
-    thread_identifier_info_data_t info{};
-    mach_msg_type_number_t count = THREAD_IDENTIFIER_INFO_COUNT;
-    if (thread_info(t, THREAD_IDENTIFIER_INFO, reinterpret_cast<thread_info_t>(&info), &count) !=
-        KERN_SUCCESS)
-        return false;
-    *out = info.thread_id;
-    return true;
-}
-
 uint64_t time_value_ns(const time_value_t& tv) {
     return static_cast<uint64_t>(tv.seconds) * 1'000'000'000ull +
            static_cast<uint64_t>(tv.microseconds) * 1'000ull;
@@ -252,6 +214,8 @@ std::atomic<uint64_t> g_attach_gen{0};
 
 SuspendStats g_stats;
 ThreadCensus g_census;
+// Records written for threads without a Python state (<thread "name">) this session.
+std::atomic<uint64_t> g_native_only_samples{0};
 
 static_assert(std::atomic<ThreadRegistry*>::is_always_lock_free, "read by the hook");
 static_assert(std::atomic<pthread_introspection_hook_t>::is_always_lock_free, "read by the hook");
@@ -292,11 +256,11 @@ void introspection_hook(unsigned int event, pthread_t thread, void* addr, size_t
 // suspended. Returns the number added, or -1 when task_threads failed.
 int seed_registry(ThreadRegistry& reg) {
     MachThreadList list;
-    if (list.load() != KERN_SUCCESS) return -1;
+    if (!list.load()) return -1;
     int added = 0;
     for (size_t i = 0; i < list.size(); ++i) {
         ThreadEntry e;
-        if (!thread_id_of(list.at(i), &e.thread_id)) continue;  // exited meanwhile
+        if (!mach_thread_id_of(list.at(i), &e.thread_id)) continue;  // exited meanwhile
         if (reg.contains(e.thread_id)) continue;
         // Another thread's pthread data: allowed here, outside any window (it takes libpthread's
         // list lock). A thread exiting right now makes these return null/ESRCH, checked below.
@@ -616,8 +580,10 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
     ThreadCtx* const ctx = t.ctx;
     if (ctx->native_tid_ != t.thread_id || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached)
         return;
+    // 0 for a thread the OS scan found without a Python state (os_thread_scan.cpp): its
+    // registers and native stack only, under a frame naming it, as a Linux capture records it.
     const uintptr_t tstate = reinterpret_cast<uintptr_t>(ctx->tstate_);
-    if (tstate == 0) return;
+    const bool native_only = tstate == 0;
 
     // Run state and CPU time before suspending (suspended, every thread looks stopped).
     thread_basic_info_data_t info{};
@@ -633,9 +599,11 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
     const uint64_t cpu_ns = time_value_ns(info.user_time) + time_value_ns(info.system_time);
     g_census.observe_cpu(t.census, cpu_ns);
     ctx->last_cpu_ns_.store(cpu_ns, std::memory_order_relaxed);
-    if (!on_cpu && !wall_mode_) {
+    if (!on_cpu && (!wall_mode_ || native_only)) {
         // CPU mode keeps only what ran: a blocked thread is not suspended for a sample that
         // would be dropped. Its next sample stands for one interval, not the time it slept.
+        // A native-only thread (a C library's pool waiting for work) is sampled while it runs
+        // in wall mode too, as on Linux, where its CPU timer samples it and the census skips it.
         g_stats.add_off_cpu_skipped();
         t.last_sample_ns = now_ns();
         return;
@@ -654,7 +622,7 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
         // SUSPENDED WINDOW, NO-HEAP: pre-allocated buffers, reads that cannot fault, no locks.
         stamp = now_ns();
         if (native) nw = walk_frame_pointers(StackReader{}, regs, bounds, pcs, kMaxNativeFrames);
-        pw = walk_python_stack(reader, tstate, frames, kMaxPythonFrames);
+        if (!native_only) pw = walk_python_stack(reader, tstate, frames, kMaxPythonFrames);
     });
     // Every thread runs again from here on.
     record_cycle(g_stats, r);
@@ -663,6 +631,15 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
     if (r.outcome != CycleResult::kSampled) return;
     if (pw.error) g_stats.add_walk_error();
     const uint32_t native_depth = native ? nw.depth : 0;
+    if (native_only) {
+        // The record a Linux capture makes for such a thread (signal_handler.cpp, capture_into):
+        // one kThreadNameFrameCode frame, which the drain names <thread "OS name">, at the root
+        // of its native pcs if any. A Python state it holds for a moment (PyGILState_Ensure
+        // from C) is not read: its TSS entry cannot be read from another thread.
+        frames[0] = RawFrame{kThreadNameFrameCode, 0, 0};
+        pw = WalkResult{};
+        pw.depth = 1;
+    }
     if (pw.depth == 0 && native_depth == 0) return;
 
     RawSampleHeader h{};
@@ -680,6 +657,7 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
     capture_count_sampled(written);
     if (written) {
         g_stats.add_captured();
+        if (native_only) g_native_only_samples.fetch_add(1, std::memory_order_relaxed);
         ctx->captured_.fetch_add(1, std::memory_order_relaxed);
         g_census.add_sample(t.census);
     } else {
@@ -779,6 +757,18 @@ SuspendStatsSnapshot mach_sampler_stats_snapshot() { return g_stats.snapshot(); 
 void mach_sampler_reset_stats() {
     // A running sampler keeps counting from zero; the max is per session by construction.
     g_stats.reset();
+    g_native_only_samples.store(0, std::memory_order_relaxed);
+}
+
+uint64_t mach_sampler_native_only_samples() { return g_native_only_samples.load(std::memory_order_relaxed); }
+
+bool mach_sampler_thread_known(uint64_t thread_id, uintptr_t* stack_lo, uintptr_t* stack_hi) {
+    ThreadRegistry* reg = registry_if_enabled();
+    ThreadEntry e;
+    if (reg == nullptr || !reg->find(thread_id, &e)) return false;
+    if (stack_lo != nullptr) *stack_lo = e.stack_lo;
+    if (stack_hi != nullptr) *stack_hi = e.stack_hi;
+    return true;
 }
 
 bool mach_safe_read(uintptr_t addr, void* out, size_t n) {

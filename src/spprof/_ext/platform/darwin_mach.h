@@ -2,19 +2,21 @@
 //
 // On macOS a signal is a poor way to sample threads (the kernel picks the receiving thread and
 // delivery is coarse), so spprof samples from its own thread: every interval the sampler
-// thread wakes at an absolute deadline (mach_wait_until), and for each Python thread the core
-// attached it suspends the thread (thread_suspend), reads its registers (thread_get_state),
-// copies its native frame-pointer chain and its Python frame chain into pre-allocated buffers,
-// resumes it (thread_resume), and only then, with every thread running again, writes a
-// RawSampleHeader record into that thread's own ThreadCtx ring (write_foreign_record). Wall-clock semantics:
+// thread wakes at an absolute deadline (mach_wait_until), and for each thread the core attached
+// (a Python thread, or one found without a Python state) it suspends the thread
+// (thread_suspend), reads its registers (thread_get_state), copies its native frame-pointer
+// chain and its Python frame chain into pre-allocated buffers, resumes it (thread_resume),
+// and only then, with every thread running again, writes a RawSampleHeader
+// record into that thread's own ThreadCtx ring (write_foreign_record). Wall-clock semantics:
 // blocked threads are sampled too; each record is weighted by the time since that thread's
 // previous sample and flagged on-CPU from THREAD_BASIC_INFO's run state.
 //
 // Rules kept (FIELD-NOTES section 5): nothing between suspend and resume allocates, locks,
 // logs, calls dyld or the Python API; stack bounds, ports and names are cached outside that
 // window (the introspection THREAD_START hook on each new thread, task_threads seeding at
-// start for the others); the sampler never suspends itself and only suspends attached Python
-// threads; every port from task_threads / mach_thread_self is released.
+// start for the others); the sampler never suspends itself and only suspends attached
+// threads (never spprof's own: the session's scan skips them, own_threads.h); every port
+// from task_threads / mach_thread_self is released.
 //
 // The portable logic lives in ../suspend/ (registry, deadline loop, frame-pointer walk, cycle,
 // reader, census, statistics; the record writer is ../record_writer.h) and is unit-tested on
@@ -54,7 +56,9 @@ Error mach_sampler_start(uint64_t interval_ns, bool wall_mode);
 // writes to any ring. Idempotent.
 void mach_sampler_stop();
 
-// Python threads to sample. attach: idempotent; fails only out of memory. Each cycle of the
+// Threads to sample: Python threads, and threads the session found without a Python state
+// (ctx->tstate_ null: sampled by ctx->native_tid_, the system-wide thread id, while on CPU,
+// as a <thread "name"> record over their native pcs). attach: idempotent; fails only out of memory. Each cycle of the
 // sampler holds the capture gate (signal_handler.h) and uses a ctx only while the session's
 // ThreadTable still publishes it, so after detach the session may free ctx once it unpublished
 // it and saw the gate empty (thread_table.h), as for signal captures.
@@ -81,6 +85,12 @@ size_t mach_sampler_census(CensusEntry* out, size_t cap);
 // sampling is inside a window (they are never called from the sampler thread).
 bool mach_sampler_thread_cpu_ns(uint64_t thread_id, uint64_t* out);
 size_t mach_sampler_thread_name(uint64_t thread_id, char* buf, size_t len);
+// Whether the registry holds a live thread with this id (the hook's START, or a seeding, saw
+// it; its TERMINATE or a failed suspend did not yet mark it gone), with its cached stack
+// bounds (0/0 when unknown). False also when the sampler is not initialised.
+bool mach_sampler_thread_known(uint64_t thread_id, uintptr_t* stack_lo, uintptr_t* stack_hi);
+// Records of threads without a Python state written this session. Any thread.
+uint64_t mach_sampler_native_only_samples();
 
 // Read our own memory that may be unmapped or freed: false instead of a fault
 // (mach_vm_read_overwrite on our own task). Normal context, any thread.

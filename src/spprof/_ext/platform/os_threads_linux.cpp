@@ -39,6 +39,8 @@ ssize_t read_task_file(uint64_t tid, const char* leaf, char* buf, size_t len) {
 
 }  // namespace
 
+const char* platform_os_threads_source() { return "proc"; }
+
 bool platform_os_threads(std::vector<OsThread>* out) {
     out->clear();
     // Through the directory descriptor the session holds (proc_task_files.h); outside a

@@ -266,16 +266,19 @@ size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len);
 
 // ---- the process's OS threads (normal context, NOT signal-safe: files, allocation) -------------
 // Threads with no Python state (OpenMP, OpenBLAS, rayon, a C library's own) are sampled too
-// where the platform can aim a CPU timer at any thread (Linux). The session finds them here.
+// where the platform can sample any thread (Linux: a CPU timer aimed at it; macOS: the Mach
+// sampler suspends it). The session finds them here.
 struct OsThread {
     uint64_t tid = 0;
 };
-// Every OS thread of this process now. False where the platform cannot list them (macOS: the
-// Mach sampler attaches threads with a Python state only). Linux: /proc/self/task.
+// Every OS thread of this process now. False where the platform cannot list them. Linux:
+// /proc/self/task; macOS: task_threads (the Mach sampler samples them by thread id).
 bool platform_os_threads(std::vector<OsThread>* out);
+// What lists them, for stats()["os_threads_scan"]: "proc" (Linux), "task_threads" (macOS).
+const char* platform_os_threads_source();
 // When thread `tid` started, in an opaque unit that only grows (Linux: /proc stat field 22,
 // clock ticks since boot): a tid the kernel reused for a new thread gets a new value. 0 when
-// the thread is gone or it cannot be told.
+// the thread is gone or it cannot be told. macOS: ids are never reused, so 1 while it lives.
 uint64_t platform_thread_start_ticks(uint64_t tid);
 // 1 when thread `tid` blocks signal `signo` (its signal mask), 0 when not, -1 when unknown.
 int platform_thread_blocks_signal(uint64_t tid, int signo);

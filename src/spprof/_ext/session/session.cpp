@@ -213,7 +213,7 @@ void Session::scan_threads() {
     // Threads a pass of the running drain finds were made from C (threading's hook registers
     // its own): counted as found by the scan. start()'s and stop()'s scans are not.
     threads_.scan(drain_thread_.tstate(), running_ && drain_thread_.started());
-    os_threads_scanned_ = threads_.scan_os_threads();  // threads without a Python state (Linux)
+    os_threads_scanned_ = threads_.scan_os_threads();  // threads without a Python state (Linux, macOS)
 }
 
 void Session::drain_all() {
