@@ -754,6 +754,32 @@ void mach_sampler_set_native_unwinding(bool enabled) { g_native.store(enabled, s
 
 SuspendStatsSnapshot mach_sampler_stats_snapshot() { return g_stats.snapshot(); }
 
+int mach_sampler_get_native_unwinding() { return g_native.load(std::memory_order_relaxed) ? 1 : 0; }
+
+namespace {
+void put(uint64_t* out, uint64_t value) {
+    if (out != nullptr) *out = value;
+}
+}  // namespace
+
+void mach_sampler_get_stats(uint64_t* samples_captured, uint64_t* samples_dropped, uint64_t* threads_sampled) {
+    mach_sampler_get_extended_stats(samples_captured, samples_dropped, threads_sampled, nullptr, nullptr, nullptr,
+                                    nullptr);
+}
+
+void mach_sampler_get_extended_stats(uint64_t* samples_captured, uint64_t* samples_dropped,
+                                     uint64_t* threads_sampled, uint64_t* threads_skipped,
+                                     uint64_t* total_suspend_ns, uint64_t* max_suspend_ns, uint64_t* walk_errors) {
+    const SuspendStatsSnapshot s = g_stats.snapshot();
+    put(samples_captured, s.samples_captured);
+    put(samples_dropped, s.samples_dropped);
+    put(threads_sampled, s.threads_sampled);
+    put(threads_skipped, s.threads_skipped);
+    put(total_suspend_ns, s.total_suspend_ns);
+    put(max_suspend_ns, s.max_suspend_ns);
+    put(walk_errors, s.walk_errors);
+}
+
 void mach_sampler_reset_stats() {
     // A running sampler keeps counting from zero; the max is per session by construction.
     g_stats.reset();

@@ -70,6 +70,15 @@ void mach_sampler_set_native_unwinding(bool enabled);
 
 // Counters of the current (or last) session. Any thread.
 SuspendStatsSnapshot mach_sampler_stats_snapshot();
+
+// The seed's C API contract (shared/seeds, "Configuration" and "Statistics"), kept under its
+// own names over the snapshot above so the spec and the code still meet. Any thread; an
+// output pointer may be null to skip it.
+int mach_sampler_get_native_unwinding();  // 1 enabled, 0 not
+void mach_sampler_get_stats(uint64_t* samples_captured, uint64_t* samples_dropped, uint64_t* threads_sampled);
+void mach_sampler_get_extended_stats(uint64_t* samples_captured, uint64_t* samples_dropped,
+                                     uint64_t* threads_sampled, uint64_t* threads_skipped,
+                                     uint64_t* total_suspend_ns, uint64_t* max_suspend_ns, uint64_t* walk_errors);
 // Zero every counter (session start). Any thread.
 void mach_sampler_reset_stats();
 // Live threads in the registry (every thread of the process the sampler knows). Any thread.
