@@ -189,16 +189,21 @@ PyObject* call_execve(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObje
     return forward(kExecve, args, nargs, kwnames);
 }
 
+unsigned g_signal_holders = 0;   // SignalCallHolder bits of the stand-in's holders (GIL)
+uint64_t g_signal_retakes = 0;   // sampling signal taken back by the stand-in (GIL)
+
 // _signal.signal(signalnum, handler): the original, then our exit handler back where the
-// program restored SIG_DFL.
+// program restored SIG_DFL, and our sampling handler back in front of the program's.
 PyObject* call_signal(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
     PyObject* result = PyObject_Vectorcall(g_slots[kSignal].original, args, nargs, kwnames);
     if (result != nullptr && nargs >= 1 && PyLong_Check(args[0])) {
         const long signo = PyLong_AsLong(args[0]);
-        if (signo == -1 && PyErr_Occurred())
+        if (signo == -1 && PyErr_Occurred()) {
             PyErr_Clear();
-        else if (signo > 0 && signo < 1024)
+        } else if (signo > 0 && signo < 1024) {
             platform_exit_signals_reclaim(static_cast<int>(signo));
+            if (signo == platform_sampling_signal() && platform_keep_handler()) ++g_signal_retakes;
+        }
     }
     return result;
 }
@@ -225,8 +230,19 @@ void exit_calls_unhook() {
     Py_CLEAR(g_hook);
 }
 
-Error signal_call_hook() { return install(kSignal); }
+Error signal_call_hook(SignalCallHolder who) {
+    Error e = install(kSignal);
+    if (e.ok()) g_signal_holders |= static_cast<unsigned>(who);
+    return e;
+}
 
-void signal_call_unhook() { uninstall(kSignal); }
+void signal_call_unhook(SignalCallHolder who) {
+    g_signal_holders &= ~static_cast<unsigned>(who);
+    if (g_signal_holders == 0) uninstall(kSignal);
+}
+
+uint64_t signal_call_retakes() { return g_signal_retakes; }
+
+void signal_call_reset_retakes() { g_signal_retakes = 0; }
 
 }  // namespace spprof

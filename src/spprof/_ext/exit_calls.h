@@ -35,8 +35,17 @@ Error exit_calls_hook(PyObject* hook);
 // Put the originals back (where ours still are) and drop the hook.
 void exit_calls_unhook();
 
-// Install / remove the _signal.signal stand-in (the exit-signal watcher's start and stop).
-Error signal_call_hook();
-void signal_call_unhook();
+// Install / remove the _signal.signal stand-in. The exit-signal watcher and the session each
+// hold it while they run; the last holder's unhook removes it. While it is in place, a
+// successful call on the sampling signal (platform_sampling_signal) takes the signal back at
+// once (platform_keep_handler: ours in front, the program's chained for signals spprof did
+// not send), so spprof's ticks reach the program's handler for microseconds at most, not
+// until the next drain pass (up to 50 ms).
+enum class SignalCallHolder : unsigned { kExitSignals = 1, kSession = 2 };
+Error signal_call_hook(SignalCallHolder who);
+void signal_call_unhook(SignalCallHolder who);
+// Times the stand-in took the sampling signal back since the last reset (session start).
+uint64_t signal_call_retakes();
+void signal_call_reset_retakes();
 
 }  // namespace spprof

@@ -82,13 +82,13 @@ ExitSignalWatcher* ExitSignalWatcher::start(PyObject* callback, Error* err) {
     w->started_ = true;
     // A program that restores SIG_DFL through signal.signal gets our handler back; without
     // the stand-in only that round trip is lost, so a failure is not the caller's error.
-    const Error hooked = signal_call_hook();
+    const Error hooked = signal_call_hook(SignalCallHolder::kExitSignals);
     if (!hooked.ok()) log_debug("signal.signal not covered: %s", hooked.what);
     return w;
 }
 
 void ExitSignalWatcher::stop() {
-    signal_call_unhook();
+    signal_call_unhook(SignalCallHolder::kExitSignals);
     if (platform_exit_signals_inherited()) {
         // A forked child: the thread was not copied, so there is nothing to wake or join.
         platform_exit_signals_remove();

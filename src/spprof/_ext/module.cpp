@@ -117,7 +117,7 @@ PyObject* build_stats(const Session* s) {
              put(d, "threads_alive_max", PyLong_FromUnsignedLongLong(c.threads_alive_max)) &&
              put(d, "threads_alive_limit", PyLong_FromUnsignedLong(ThreadTable::kMaxThreads)) &&
              put(d, "thread_memory_bytes", PyLong_FromSize_t(s->thread_memory_bytes())) &&
-             put(d, "handler_retaken", PyLong_FromUnsignedLongLong(c.handler_retaken)) &&
+             put(d, "handler_retaken", PyLong_FromUnsignedLongLong(c.handler_retaken + signal_call_retakes())) &&
              put(d, "thread_end_samples", PyLong_FromUnsignedLongLong(c.thread_end_samples)) &&
              put(d, "thread_end_expiries", PyLong_FromUnsignedLongLong(c.thread_end_expiries)) &&
              put(d, "thread_end_ns", PyLong_FromUnsignedLongLong(c.thread_end_ns)) &&

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "exit_dump.h"
+#include "../exit_calls.h"
 #include "../log.h"
 #include "../signal_handler.h"
 #include "../unwind/eval_ranges.h"
@@ -96,6 +97,11 @@ Error Session::start() {
             return e;
         }
     }
+    // The program's signal.signal on our sampling signal gives it back to us in the same call,
+    // not at the next drain pass (exit_calls.h).
+    signal_call_reset_retakes();
+    const Error hooked = signal_call_hook(SignalCallHolder::kSession);
+    if (!hooked.ok()) log_debug("signal.signal not covered: %s", hooked.what);
     drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this);
     // The CPU balance's window opens here; threads found from now on bring the CPU they used
     // before (SessionCounters::cpu_before_found_ns).
@@ -145,6 +151,7 @@ Error Session::stop() {
     const ThreadTable& table = threads_.table();
     for (size_t i = 0; i < table.slot_count(); ++i)
         if (ThreadCtx* ctx = table.at(i)) platform_thread_detach(ctx);
+    signal_call_unhook(SignalCallHolder::kSession);
     platform_timer_destroy();
     platform_fault_guard_remove();  // no capture runs any more (capture_disable_and_wait)
     platform_proc_files_close();  // spprof's threads are joined, the last scan is done
