@@ -598,9 +598,12 @@ def test_summary_idle_column_in_wall_mode_without_idle(tmp_path):
     [row] = [line.split() for line in r.stderr.splitlines() if line.strip().startswith("sleeper")]
     # THREAD TID SAMPLES CPU-TIME CPU% GIL% IDLE%: the sleeper slept throughout
     assert float(row[-1].rstrip("%")) >= 90.0, r.stderr
-    # and the written profile leaves its idle samples out, as py-spy does without --idle
+    # and the written profile leaves its idle samples out, as py-spy does without --idle: what
+    # may be left of the sleeper is the CPU of its start-up and tear-down (the timers' random
+    # phase samples it; under ASan it is long), never its 0.6 s asleep
     doc = json.loads((tmp_path / "p.json").read_text())
-    assert all("sleeper" not in p["name"] for p in doc["profiles"] if p["samples"])
+    sleeper = [p for p in doc["profiles"] if "sleeper" in p["name"] and p["samples"]]
+    assert sum(sum(p["weights"]) for p in sleeper) <= 0.06e9, sleeper
 
 
 def test_summary_of_a_run_without_samples_is_one_line(tmp_path):
