@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -290,6 +291,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "--jobs", type=int, default=4, help="runs at once (default 4: the tests mostly sleep)"
     )
     args = ap.parse_args(argv)
+    # A background job of a non-interactive shell (.ci/run's stages) starts with SIGINT
+    # ignored, and an ignored signal stays ignored across exec: CPython then installs no
+    # SIGINT handler, _thread.interrupt_main() does nothing, and test_threading's
+    # interrupt-main tests spin forever, plain and profiled alike (seen: 15 min). A handler
+    # here is reset to the default on exec, so every run below starts as from a terminal.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     modules: Sequence[str] = args.module or MODULES
     # Absolute (each run's cwd is a temporary folder), symlinks kept (a venv's python is one).
     args.python = [os.path.abspath(py) for py in args.python]
