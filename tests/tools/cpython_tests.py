@@ -65,16 +65,9 @@ class Expected:
     why: str
 
 
-EXPECTED: tuple[Expected, ...] = (
-    Expected(
-        "test_threading",
-        "test.test_threading.ThreadTests.test_getprofile_all_threads",
-        ("cpu", "wall"),
-        "issue 24, 'The threading profile hook is visible' (branch hook)",
-        "spprof registers new threads with threading.setprofile,"
-        " so threading.getprofile() is not None",
-    ),
-)
+# None today: test_getprofile_all_threads (issue 24, "The threading profile hook is
+# visible") ends as in the plain run since threads are registered without setprofile.
+EXPECTED: tuple[Expected, ...] = ()
 
 
 @dataclass(frozen=True)
