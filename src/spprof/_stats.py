@@ -62,6 +62,8 @@ class SessionStats(Mapping[str, Any]):
     off_cpu_skipped: Optional[int] = None
     threads_found_by_scan: Optional[int] = None
     timer_attach_failures: Optional[int] = None
+    # threads that ended between being found and getting their CPU timer (not failures)
+    threads_ended_before_armed: Optional[int] = None
     drains: Optional[int] = None
     records_drained: Optional[int] = None
     ring_rewinds: Optional[int] = None

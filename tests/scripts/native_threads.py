@@ -37,6 +37,8 @@ def load(path: str) -> ctypes.CDLL:
     lib.worker_join.restype = ctypes.c_double
     lib.worker_join.argtypes = [ctypes.c_int]
     lib.eintr_run.restype = ctypes.c_long
+    lib.churn_short_threads.restype = ctypes.c_long
+    lib.churn_short_threads.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.c_double]
     lib.eintr_run.argtypes = [ctypes.c_long, ctypes.POINTER(ctypes.c_double)]
     return lib
 
@@ -179,6 +181,18 @@ def main() -> None:
         profile = spprof.stop()
         out["truth_ns"] = int(truth * 1e9)
         out["stats"] = {k: v for k, v in profile.stats.items() if k.startswith("cpu_")}
+    elif case == "thread_churn":
+        # C threads that live tens of microseconds, a few at a time: the scan lists many that
+        # end before their timer is made.
+        spprof.start(**start_kw)
+        started = lib.churn_short_threads(seconds, int(opts.get("width", 4)), float(opts.get("each", 5e-5)))
+        profile = spprof.stop()
+        out["started"] = started
+        out["stats"] = {
+            k: v
+            for k, v in profile.stats.items()
+            if k.startswith(("cpu_", "threads_", "timer_"))
+        }
     else:
         raise SystemExit(f"unknown case {case}")
     print(json.dumps(out))

@@ -157,3 +157,33 @@ long eintr_run(long rounds, double* cpu) {
     *cpu = wait_cpu;
     return eintr_count;
 }
+
+/* Thread churn: for `seconds` of wall time, `width` C threads at a time, each spinning
+ * `each` seconds of CPU then ending (a thread pool that starts a thread per task). Many end
+ * between the scan's listing and their timer. Returns the number of threads started. */
+static double churn_each;
+
+static void* churn_main(void* arg) {
+    (void)arg;
+    spin(churn_each);
+    return NULL;
+}
+
+long churn_short_threads(double seconds, int width, double each) {
+    churn_each = each;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long started = 0;
+    pthread_t threads[16];
+    if (width > 16) width = 16;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9 >= seconds) break;
+        int n = 0;
+        for (; n < width; ++n)
+            if (pthread_create(&threads[n], NULL, churn_main, NULL) != 0) break;
+        for (int i = 0; i < n; ++i) pthread_join(threads[i], NULL);
+        started += n;
+    }
+    return started;
+}

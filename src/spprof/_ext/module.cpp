@@ -123,6 +123,7 @@ PyObject* build_stats(const Session* s) {
              put(d, "thread_end_ns", PyLong_FromUnsignedLongLong(c.thread_end_ns)) &&
              put(d, "threads_found_by_scan", PyLong_FromUnsignedLongLong(c.threads_discovered_by_scan)) &&
              put(d, "timer_attach_failures", PyLong_FromUnsignedLongLong(c.attach_failures)) &&
+             put(d, "threads_ended_before_armed", PyLong_FromUnsignedLongLong(c.ended_before_armed)) &&
              put(d, "drains", PyLong_FromUnsignedLongLong(c.drains)) &&
              put(d, "records_drained", PyLong_FromUnsignedLongLong(c.records)) &&
              put(d, "ring_rewinds", PyLong_FromUnsignedLongLong(c.ring_rewinds)) &&

@@ -30,7 +30,8 @@ void own_thread_enter();
 int own_thread_create(pthread_t* thread, void* (*fn)(void*), void* arg);
 // On the thread itself, as it ends: its CPU clock is read one last time. Any thread, no GIL.
 void own_thread_leave();
-// True when `tid` is one of spprof's live threads. Any thread.
+// True when `tid` is one of spprof's live threads, or one that left less than a second ago
+// (the kernel still lists it for a moment). Any thread, async-signal-safe.
 bool own_thread(uint64_t tid);
 // CPU time spprof's threads used since the process started: the live ones by their clocks,
 // plus every one that ended. Any thread, no GIL.

@@ -448,6 +448,12 @@ Error platform_thread_attach(ThreadCtx* ctx) {
         log_debug("thread %llu: per-thread timer armed", static_cast<unsigned long long>(ctx->native_tid_));
         return e;
     }
+    if (platform_thread_start_ticks(ctx->native_tid_) == 0) {
+        // Gone between the scan's listing and timer_create (EINVAL for a dead thread's clock):
+        // not a refusal, nothing to fall back from; the caller counts it.
+        log_debug("thread %llu ended before its timer was armed", static_cast<unsigned long long>(ctx->native_tid_));
+        return Error::os("the thread ended before its timer was armed", ESRCH);
+    }
     bump(g_stats.timer_failures);
     if (mode == Route::kWall) {
         // The census signals this thread whenever it ran instead (coarser, still wall time).

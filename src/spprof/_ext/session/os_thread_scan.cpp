@@ -17,6 +17,7 @@
 #include "session_threads.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
 #include "../log.h"
@@ -59,6 +60,8 @@ bool SessionThreads::scan_os_threads() {
     for (const auto& kv : python_by_tid_) python_tids.push_back(kv.first);
     std::sort(python_tids.begin(), python_tids.end());
     deferred_next_.clear();
+    masked_once_next_.clear();
+    const int signo = platform_sampling_signal();
     for (const OsThread& t : os_found_) {
         if (live_by_tid_.count(t.tid) != 0 || std::binary_search(python_tids.begin(), python_tids.end(), t.tid) ||
             ended_tids_.count(t.tid) != 0 || own_thread(t.tid))
@@ -69,18 +72,22 @@ bool SessionThreads::scan_os_threads() {
         }
         const uint64_t ticks = platform_thread_start_ticks(t.tid);
         if (ticks == 0) continue;  // ended meanwhile
-        register_native(t.tid, ticks);
+        const bool blocked = signo > 0 && platform_thread_blocks_signal(t.tid, signo) == 1;
+        if (blocked && masked_once_.count(t.tid) == 0) {
+            masked_once_next_.insert(t.tid);  // maybe a thread being born: next pass
+            continue;
+        }
+        register_native(t.tid, ticks, blocked);
     }
     deferred_.swap(deferred_next_);
+    masked_once_.swap(masked_once_next_);
     // A live thread whose CPU time moved with no capture at all may block the signal.
     for (const auto& kv : live_by_tstate_) check_signal_mask(kv.second);
     for (const auto& kv : live_by_tid_) check_signal_mask(kv.second);
     return true;
 }
 
-ThreadCtx* SessionThreads::register_native(uint64_t tid, uint64_t start_ticks) {
-    const int signo = platform_sampling_signal();
-    const bool blocked = signo > 0 && platform_thread_blocks_signal(tid, signo) == 1;
+ThreadCtx* SessionThreads::register_native(uint64_t tid, uint64_t start_ticks, bool blocked) {
     ThreadCtx* ctx = register_thread(nullptr, 0, tid, /*from_hook=*/false, /*arm=*/!blocked);
     if (ctx == nullptr) return nullptr;
     ThreadRecord& rec = records_[slot_record_[ctx->serial_]];
@@ -136,8 +143,9 @@ bool SessionThreads::continue_as_native(uint32_t slot) {
     const int signo = platform_sampling_signal();
     if (signo > 0 && platform_thread_blocks_signal(rec.native_tid, signo) == 1) {
         mark_signal_blocked(raw, rec);
-    } else if (!platform_thread_attach(raw).ok()) {
-        ++counters_.attach_failures;
+    } else {
+        const Error e = platform_thread_attach(raw);
+        if (!e.ok()) ++(e.err == ESRCH ? counters_.ended_before_armed : counters_.attach_failures);
     }
     collect_retired();
     log_debug("thread %llu left Python and goes on: record %u, slot %u -> %u",

@@ -37,6 +37,7 @@ struct SessionCounters {
     uint64_t threads_refused = 0;        // more alive at once than the table holds
     uint64_t threads_alive_max = 0;
     uint64_t attach_failures = 0;
+    uint64_t ended_before_armed = 0;  // found alive, gone before its timer could be made
     uint64_t handler_retaken = 0;   // times the application replaced our SIGPROF handler
     // Thread-end samples (kSampleThreadEnd): CPU-timer expiries owed to threads as they ended.
     uint64_t thread_end_samples = 0;

@@ -2,6 +2,7 @@
 #include "session_threads.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 
@@ -125,7 +126,7 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     ++counters_.threads_registered;
     if (table_.live() > counters_.threads_alive_max) counters_.threads_alive_max = table_.live();
     Error e = arm ? platform_thread_attach(raw) : Error::none();
-    if (!e.ok()) ++counters_.attach_failures;
+    if (!e.ok()) ++(e.err == ESRCH ? counters_.ended_before_armed : counters_.attach_failures);
     rec.cpu_timer = raw->cpu_timer_armed_.load(std::memory_order_acquire);
     if (config_.wall_mode && ts != nullptr) {
         if (ts == PyThreadState_Get()) {
@@ -464,7 +465,7 @@ size_t SessionThreads::memory_bytes() const {
            (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
            ring_pool_.capacity() * sizeof(ring_pool_[0]) +
            (live_by_tstate_.size() + live_by_tid_.size() + python_by_tid_.size() + refused_.size()) * 4 * sizeof(void*) +  // a node and a bucket each
-           os_found_.capacity() * sizeof(OsThread) + (ended_tids_.size() + deferred_.size() + deferred_next_.size()) * 4 * sizeof(void*);
+           os_found_.capacity() * sizeof(OsThread) + (ended_tids_.size() + deferred_.size() + deferred_next_.size() + masked_once_.size() + masked_once_next_.size()) * 4 * sizeof(void*);
 }
 
 size_t SessionThreads::ring_touched_bytes() const {

@@ -150,7 +150,7 @@ private:
                                bool arm = true, const char* name = nullptr);
     // os_thread_scan.cpp: a thread without a Python state; a Python thread whose state is gone
     // while its OS thread lives on (same record); the signal-mask check of a live thread.
-    ThreadCtx* register_native(uint64_t tid, uint64_t start_ticks);
+    ThreadCtx* register_native(uint64_t tid, uint64_t start_ticks, bool blocked);
     bool continue_as_native(uint32_t slot);
     void check_signal_mask(uint32_t slot);
     void mark_signal_blocked(ThreadCtx* ctx, ThreadRecord& rec);
@@ -187,6 +187,10 @@ private:
     // before it becomes native-only: it may be that thread (deferred_: the ones waiting).
     size_t pending_states_ = 0;
     std::unordered_set<uint64_t> deferred_, deferred_next_;
+    // New threads seen blocking the sampling signal once: pthread_create's child blocks every
+    // signal for its first instructions, so one reading is not enough to leave a thread alone
+    // for its whole life. Blocked on the next pass as well: it blocks the signal.
+    std::unordered_set<uint64_t> masked_once_, masked_once_next_;
     uint64_t os_passes_ = 0;
     bool os_scan_supported_ = true;
     bool window_open_ = false;
