@@ -185,13 +185,12 @@ def main() -> None:
         # C threads that live tens of microseconds, a few at a time: the scan lists many that
         # end before their timer is made.
         spprof.start(**start_kw)
-        started = lib.churn_short_threads(seconds, int(opts.get("width", 4)), float(opts.get("each", 5e-5)))
+        width, each = int(opts.get("width", 4)), float(opts.get("each", 5e-5))
+        started = lib.churn_short_threads(seconds, width, each)
         profile = spprof.stop()
         out["started"] = started
         out["stats"] = {
-            k: v
-            for k, v in profile.stats.items()
-            if k.startswith(("cpu_", "threads_", "timer_"))
+            k: v for k, v in profile.stats.items() if k.startswith(("cpu_", "threads_", "timer_"))
         }
     else:
         raise SystemExit(f"unknown case {case}")
