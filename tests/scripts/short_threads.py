@@ -95,6 +95,7 @@ def main() -> None:
             "thread_end_weight": sum(s.weight_ns for s in ended) / 1e9,
             # spprof's own threads (drain, wall census): in the process's CPU, never sampled
             "spprof_threads_cpu": profile.stats.get("cpu_spprof_threads_ns", 0) / 1e9,
+            "samples_in_profiler": profile.stats.get("samples_in_profiler", 0),
         },
         "stats": {
             k: stats.get(k)
@@ -108,6 +109,12 @@ def main() -> None:
                 "threads_unsampled",
                 "threads_unsampled_cpu_ns",
                 "samples_dropped",
+                # where a counted thread-end record could go instead of the profile
+                "records_unknown_thread",
+                "dropped_memory_limit",
+                "idle_samples_folded",
+                "ring_rewinds",
+                "threads_rejoined",
             )
         },
     }
