@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any, Callable, Optional, TypeVar
 
-from . import _debug, _exit_calls, _ext, _stderr
+from . import _children, _debug, _exit_calls, _ext, _stderr
 from ._config import SessionConfig, ValidConfig
 from ._model import Sample
 from ._profile import Profile
@@ -30,6 +30,7 @@ from .output import PathLike, write
 F = TypeVar("F", bound=Callable[..., Any])
 
 _active: Optional[ValidConfig] = None
+_children_start: Optional[_children.ChildrenMark] = None  # child processes at start()
 _lock = threading.Lock()
 # start(output_path=...) only: what the session covers, so that stop() undoes just that.
 _covers_exit_calls = False
@@ -188,7 +189,7 @@ def start(
 
 def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
     """start() with arguments SessionConfig.validate() has checked (the CLI checks them first)."""
-    global _active
+    global _active, _children_start
     with _lock:
         if _active is not None or _ext.is_active():
             raise RuntimeError("spprof is already profiling; call spprof.stop() first")
@@ -208,6 +209,7 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
             _remove_thread_hook()
             raise
         _active = cfg
+        _children_start = _children.mark()
     if cfg.output_path is not None:
         _cover_exits()
     _debug.debug(f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {stats().timer}")
@@ -235,6 +237,8 @@ def _stop_and_write() -> Profile:
     global _carried
     profile = Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg))
     profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(_is_profiler_frame)
+    if _children_start is not None:
+        profile.stats.update(_children.since(_children_start))
     if _carried is not None:  # the part before an exec that failed
         profile, _carried = _exit_calls.join(_carried, profile), None
     _debug.debug(

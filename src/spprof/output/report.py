@@ -274,7 +274,24 @@ def _thread_coverage_lines(profile: ProfileData) -> list[str]:
     balance = cpu_balance_line(profile.stats)
     if balance is not None:
         lines.append(balance)
+    children = children_line(profile.stats)
+    if children is not None:
+        lines.append(children)
     return lines
+
+
+def children_line(stats: Mapping[str, Any]) -> Optional[str]:
+    """Child processes' CPU time over the session, which is not in this profile (spprof
+    samples its own process); None when there was none (or an older file)."""
+    cpu = int(stats.get("children_cpu_ns") or 0)
+    forked = int(stats.get("children_forked") or 0)
+    if cpu < 5_000_000 and forked == 0:
+        return None  # a `uname` child: not worth a line
+    count = f"{forked} forked, " if forked else ""
+    return (
+        f"  child processes: {count}{_seconds(cpu)} CPU (those that ended), not in this profile:"
+        " spprof samples only the process it runs in"
+    )
 
 
 def _written(lines: list[str], output: str, fmt: str) -> None:
