@@ -105,11 +105,12 @@ def _last_json(text: str) -> dict:
     raise ValueError(f"no JSON line in {text[-300:]!r}")
 
 
-def _result(share: float, profile: dict, truth: dict, main_tid: str) -> dict:
+def _result(cpu_s: float, profile_s: float, profile: dict, truth: dict, main_tid: str) -> dict:
     """One round of one tool: share of process CPU, TVD over threads, main thread's shares."""
     total_p, total_t = sum(profile.values()) or 1, sum(truth.values()) or 1
     return {
-        "share": share,
+        "cpu_s": cpu_s,
+        "share": profile_s / cpu_s,
         "tvd": tools.tvd(profile, truth),
         "main_profile": profile.get(main_tid, 0) / total_p,
         "main_truth": truth.get(main_tid, 0) / total_t,
@@ -128,7 +129,8 @@ def run_spprof(script: Path, seconds: float, env: dict) -> dict:
     )
     out = _last_json(r.stdout)
     return _result(
-        out["sampled_s"] / out["loop_cpu_s"],
+        out["loop_cpu_s"],
+        out["sampled_s"],
         out["profile_ns"],
         out["truth_loop_ns"],
         out["main_tid"],
@@ -164,7 +166,7 @@ def run_py_spy(script: Path, seconds: float, env: dict, tmp: Path) -> Optional[d
     out = _last_json(r.stdout)
     profile = py_spy_threads(raw.read_text())
     cpu = out["total_cpu_s"]  # py-spy sampled the whole run
-    return _result(sum(profile.values()) / cpu, profile, out["truth_run_ns"], out["main_tid"])
+    return _result(cpu, sum(profile.values()), profile, out["truth_run_ns"], out["main_tid"])
 
 
 def markdown(results: dict[str, list[dict]]) -> str:
@@ -211,7 +213,8 @@ def main(argv: Optional[list] = None) -> int:
             for tool, r in rounds.items():
                 results[tool].append(r)
                 print(
-                    f"  round {n + 1} {tool:7}: share {r['share']:.2f}, TVD {r['tvd']:.3f}, "
+                    f"  round {n + 1} {tool:7}: process CPU {r['cpu_s']:.2f} s, "
+                    f"share {r['share']:.2f}, TVD {r['tvd']:.3f}, "
                     f"main thread {100 * r['main_profile']:.1f} % "
                     f"(truth {100 * r['main_truth']:.1f} %, {r['threads']} threads)"
                 )

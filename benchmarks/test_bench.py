@@ -171,7 +171,9 @@ def test_native_pool_benchmark_reports_share_and_tvd_per_tool(capsys):
     """benchmarks/native_pool.py at a tiny size, so it never rots: a row per tool with the share
     of process CPU and the TVD over the threads (a tool not installed says so in its row), and
     spprof's split of the CPU time between the main thread and OpenBLAS's worker near the
-    kernel's (about 100 samples here: a TVD of 0.2 is several standard deviations)."""
+    kernel's. Each thread's weight counts its own CPU timer's expiries, within about one 10 ms
+    interval of its CPU time: 0.2 leaves room for a loaded machine, where each thread may get
+    only some 20 samples; spprof before it sampled threads without Python state scores ~0.5."""
     import importlib.util
     import sys
 
