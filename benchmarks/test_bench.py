@@ -165,3 +165,26 @@ def test_fork_cost_benchmark_runs(capsys):
     assert fork_cost.main(["--forks", "5", "--rounds", "1"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
     assert [r.split("|")[1].strip() for r in rows] == ["plain", "cpu", "wall"]
+
+
+def test_native_pool_benchmark_reports_share_and_tvd_per_tool(capsys):
+    """benchmarks/native_pool.py at a tiny size, so it never rots: a row per tool with the share
+    of process CPU and the TVD over the threads (a tool not installed says so in its row), and
+    spprof's split of the CPU time between the main thread and OpenBLAS's worker near the
+    kernel's. Each thread's weight counts its own CPU timer's expiries, within about one 10 ms
+    interval of its CPU time: 0.2 leaves room for a loaded machine, where each thread may get
+    only some 20 samples; spprof before it sampled threads without Python state scores ~0.5."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("numpy") is None or not sys.platform.startswith("linux"):
+        pytest.skip("needs numpy (Makefile DEV_DEPS) and /proc/self/task")
+    from benchmarks import native_pool
+
+    assert native_pool.main(["--rounds", "1", "--seconds", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][2:]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows]
+    assert [c[0] for c in cells] == ["spprof", "py-spy"], rows
+    assert all(c[1] == "not installed" or "," in c[2] for c in cells), rows
+    spprof_tvd = float(cells[0][2].split(",")[0])
+    assert spprof_tvd <= 0.2, rows

@@ -17,7 +17,8 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
-from typing import Callable, NamedTuple, Optional
+from collections.abc import Mapping
+from typing import Any, Callable, NamedTuple, Optional
 
 
 class Config(NamedTuple):
@@ -174,3 +175,11 @@ def start(config: Config) -> Callable[[], dict]:
 
         return stop_yappi
     raise ValueError(f"unknown tool {config.tool!r}")
+
+
+def tvd(a: Mapping[Any, float], b: Mapping[Any, float]) -> float:
+    """Total variation distance between two distributions given as weights (any scale): half
+    the sum of the absolute differences of their shares, over the keys of either. 0 if equal,
+    1 if disjoint; an empty side counts as all-zero shares."""
+    ta, tb = sum(a.values()) or 1, sum(b.values()) or 1
+    return 0.5 * sum(abs(a.get(k, 0) / ta - b.get(k, 0) / tb) for k in a.keys() | b.keys())
