@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -126,6 +127,13 @@ def test_api_relative_output_path_is_resolved_at_start(tmp_path):
 # ---- spprof's failures never change the program's exit status ---------------------------------
 
 
+def _rescued(stderr: str) -> Path:
+    """The file a profile that could not go where asked was written to (and is removed)."""
+    m = re.search(r"the profile was written to (\S+) instead", stderr)
+    assert m, stderr
+    return Path(m.group(1))
+
+
 @pytest.mark.parametrize("program_status", [0, 3])
 def test_deleted_output_directory_is_reported_and_the_exit_status_is_the_programs(
     tmp_path, program_status
@@ -141,6 +149,40 @@ def test_deleted_output_directory_is_reported_and_the_exit_status_is_the_program
     assert r.returncode == program_status, r.stderr
     assert "could not write the profile" in r.stderr
     assert str(outdir) in r.stderr
+    # Not lost: written to a private file in the temporary directory, named on stderr. Old
+    # code: only the error, no profile anywhere.
+    rescued = _rescued(r.stderr)
+    try:
+        assert rescued.name.endswith("-p.json"), rescued
+        assert stat.S_IMODE(rescued.stat().st_mode) == 0o600
+        assert "unusual_work" in _functions(rescued)
+    finally:
+        rescued.unlink()
+
+
+def test_api_output_whose_directory_went_is_written_to_the_temporary_directory(tmp_path):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    (tmp_path / "work.py").write_text(WORK + "unusual_work()\n")
+    r = run_python(
+        "-c",
+        textwrap.dedent(
+            f"""
+            import runpy, shutil, spprof
+            spprof.start(interval_ms=1, output_path={str(outdir / "api.json")!r})
+            runpy.run_path("work.py")
+            shutil.rmtree({str(outdir)!r})
+            """
+        ),
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "could not write the profile" in r.stderr
+    rescued = _rescued(r.stderr)
+    try:
+        assert "unusual_work" in _functions(rescued)
+    finally:
+        rescued.unlink()
 
 
 def test_output_on_a_full_device_is_reported_and_the_program_exits_0(tmp_path):
@@ -214,6 +256,12 @@ def test_setuid_after_start_keeps_the_programs_exit_status_and_says_why(tmp_path
     assert r.returncode == 0, r.stderr
     assert "could not write the profile" in r.stderr
     assert "Permission denied" in r.stderr or "not writable" in r.stderr
+    rescued = _rescued(r.stderr)  # as the program's user now (nobody), in /tmp
+    try:
+        assert rescued.stat().st_uid == NOBODY
+        assert "unusual_work" in _functions(rescued)
+    finally:
+        rescued.unlink()
 
 
 @pytest.fixture

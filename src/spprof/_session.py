@@ -246,7 +246,7 @@ def _stop_and_write() -> Profile:
         f"{len(profile.thread_table)} threads"
     )
     if cfg.output_path is not None:
-        write(profile, cfg.output_path, cfg.output_format)
+        write(profile, cfg.output_path, cfg.output_format, rescue=True)
         _debug.debug(f"wrote {cfg.output_format} profile to {cfg.output_path}")
     return profile
 

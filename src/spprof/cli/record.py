@@ -453,7 +453,7 @@ class _Recording:
         full = self._last = profile
         profile = keep_requested_samples(profile, opts)
         try:
-            written = write(profile, self._out, self._fmt, thread_roots=opts.threads)
+            written = write(profile, self._out, self._fmt, thread_roots=opts.threads, rescue=True)
         except OSError as exc:
             # The OSError names the output path (output.write says so), not a temp file.
             _stderr.say(f"spprof: error: could not write the profile: {exc}")

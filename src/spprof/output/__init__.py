@@ -12,6 +12,7 @@ import errno
 import os
 import secrets
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Union
@@ -259,7 +260,44 @@ def _write_through(real: str, data: bytes) -> None:
         f.write(data)
 
 
-def write(profile: ProfileData, path: PathLike, fmt: str, thread_roots: bool = False) -> Path:
+def _rescue(data: bytes, path: Path) -> Optional[str]:
+    """Write `data` to a new private file in a temporary directory; its name, or None.
+
+    For a session's profile that cannot go where it was asked (the program deleted the
+    directory, dropped root with os.setuid, filled the disk): said on stderr, never lost.
+    Each candidate directory is tried in turn, as the program's user of this moment: the
+    temporary directory tempfile chose (cached, maybe before a setuid), then /tmp and /var/tmp.
+    Imported at the top: after a setuid the standard library may no longer be readable.
+    """
+    seen: set[str] = set()
+    for d in (tempfile.gettempdir(), "/tmp", "/var/tmp"):
+        if d in seen:
+            continue
+        seen.add(d)
+        try:
+            fd, name = tempfile.mkstemp(
+                prefix=f"spprof-{os.getpid()}-", suffix=f"-{path.name}", dir=d
+            )
+        except OSError:
+            continue
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+            continue
+        return name
+    return None
+
+
+def write(
+    profile: ProfileData,
+    path: PathLike,
+    fmt: str,
+    thread_roots: bool = False,
+    rescue: bool = False,
+) -> Path:
     """Write `profile` to `path` in `fmt`; return `path` with ~ expanded.
 
     A regular or new file (or one a symlink points at) is replaced atomically: a temporary
@@ -267,9 +305,36 @@ def write(profile: ProfileData, path: PathLike, fmt: str, thread_roots: bool = F
     would give it; an existing one keeps its permission bits (one that may be written but not
     replaced, such as another user's file in /tmp, is written into). Devices, FIFOs, sockets and
     files under /proc, /sys and /dev/fd are opened and written into. Errors are OSError
-    naming `path`, never the temporary file.
+    naming `path`, never the temporary file. With `rescue` (a session's own output, written
+    as the program ends), a regular file that cannot be written is written to a new file in
+    the temporary directory instead, and the OSError names that file.
     """
     data = render(profile, fmt, thread_roots)
+    try:
+        return _write_data(data, path)
+    except OSError as exc:
+        if not rescue:
+            raise
+        p = Path(os.fspath(path)).expanduser()
+        if _is_device_like(p):
+            raise  # a device or FIFO the user chose: not a file that could go elsewhere
+        rescued = _rescue(data, p)
+        if rescued is None:
+            raise
+        raise OSError(
+            exc.errno, f"{exc.strerror}; the profile was written to {rescued} instead"
+        ) from exc
+
+
+def _is_device_like(p: Path) -> bool:
+    try:
+        st = os.stat(p)
+    except OSError:
+        return False
+    return not stat.S_ISREG(st.st_mode) or _in_pseudo_dir(str(p))
+
+
+def _write_data(data: bytes, path: PathLike) -> Path:
     t = _target(path)
     _probe(t)
     try:
