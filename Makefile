@@ -44,8 +44,10 @@ MYPY := mypy==1.20.2
 THIRDPARTY_PY ?= $(shell ls -d $(PYENV_ROOT)/versions/3.12.* 2>/dev/null | sort -V | tail -n 1)/bin/python
 MORE_ITERTOOLS := more-itertools==11.2.1
 # CPython's own test modules plain and under spprof (tests/tools/cpython_tests.py): pyenv's
-# 3.12 and 3.13, which ship the `test` package.
-CPYTHON_TESTS_PYTHONS ?= $(foreach m,3.12 3.13,$(shell ls -d $(PYENV_ROOT)/versions/$(m).* 2>/dev/null | grep -E "/$(m)\.[0-9]+$$" | sort -V | tail -n 1)/bin/python)
+# 3.12 and 3.13, which ship the `test` package, and Debian's 3.14 and 3.15 with
+# libpython3.X-testsuite in the sysroot.
+CPYTHON_TESTS_PYTHONS ?= $(foreach m,3.12 3.13,$(shell ls -d $(PYENV_ROOT)/versions/$(m).* 2>/dev/null | grep -E "/$(m)\.[0-9]+$$" | sort -V | tail -n 1)/bin/python) \
+                         $(foreach v,$(DEBIAN_PYTHONS),$(CURDIR)/$(DEBIAN_SYSROOT)/usr/bin/python$(v))
 NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend/*.cpp) $(wildcard src/spprof/_ext/unwind/*.cpp) \
                $(wildcard src/spprof/_ext/platform/*_linux.cpp) src/spprof/_ext/log.cpp \
                src/spprof/_ext/session/stack_builder.cpp src/spprof/_ext/session/overhead_budget.cpp \
@@ -79,18 +81,22 @@ native-test-asan:
 	g++ $(NATIVE_FLAGS) $(SAN_FLAGS) $(NATIVE_SRCS) -o build/native_tests_asan
 	./build/native_tests_asan
 
+# Shell, in a recipe's loop over $$py with $$v its venv: makes the venv (Debian's interpreters
+# have no ensurepip: pip from the sysroot's wheel) and sets $$flags (their headers' folder).
+VENV_FOR_PY = case $$py in $(CURDIR)/$(DEBIAN_SYSROOT)/*) \
+	    flags=-I$(CURDIR)/$(DEBIAN_SYSROOT)-include; \
+	    [ -x $$v/bin/python ] || { $$py -m venv --without-pip $$v && \
+	      whl=$$(ls $(DEBIAN_SYSROOT)/usr/share/python-wheels/pip-*.whl) && $$v/bin/python $$whl/pip install -q --no-index $$whl; } ;; \
+	  *) [ -x $$v/bin/python ] || $$py -m venv $$v ;; \
+	  esac
+
 test-python:
 	@set -e; [ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.9-3.13 found under $(PYENV_ROOT)"; exit 1; }; \
 	case "$(PYTHONS)" in *$(DEBIAN_SYSROOT)*) $(MAKE) --no-print-directory pythons-debian ;; esac; \
 	for py in $(PYTHONS); do \
 	  ver=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); v=$(VENVS)/$$ver; \
 	  echo "=== CPython $$ver ($$py)"; flags=; \
-	  case $$py in $(CURDIR)/$(DEBIAN_SYSROOT)/*) \
-	    flags=-I$(CURDIR)/$(DEBIAN_SYSROOT)-include; \
-	    [ -x $$v/bin/python ] || { $$py -m venv --without-pip $$v && \
-	      whl=$$(ls $(DEBIAN_SYSROOT)/usr/share/python-wheels/pip-*.whl) && $$v/bin/python $$whl/pip install -q --no-index $$whl; } ;; \
-	  *) [ -x $$v/bin/python ] || $$py -m venv $$v ;; \
-	  esac; \
+	  $(VENV_FOR_PY); \
 	  $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
 	  $$v/bin/python -m pip install -q $(DEV_DEPS); \
 	  CPPFLAGS=$$flags SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
@@ -109,7 +115,7 @@ pythons-debian:
 	@set -e; [ -n "$(strip $(DEBIAN_PYTHONS))" ] || exit 0; \
 	command -v patchelf >/dev/null || { echo "pythons-debian: needs patchelf (apt-get install patchelf)"; exit 1; }; \
 	$(PYTHON) tests/tools/debian_sysroot.py --suite unstable --arch amd64 --dest $(DEBIAN_SYSROOT) libstdc++6 \
-	  $(foreach v,$(DEBIAN_PYTHONS),python$(v) libpython$(v)-dev python$(v)-venv); \
+	  $(foreach v,$(DEBIAN_PYTHONS),python$(v) libpython$(v)-dev python$(v)-venv libpython$(v)-testsuite); \
 	root=$(CURDIR)/$(DEBIAN_SYSROOT); lib=$$root/usr/lib/$(DEBIAN_MULTIARCH); \
 	for v in $(DEBIAN_PYTHONS); do \
 	  py=$$root/usr/bin/python$$v; \
@@ -152,11 +158,12 @@ test-thirdparty:
 # run, except the known differences listed in the tool. Uses test-python's venvs and build
 # folders (made here when missing).
 test-cpython-modules:
-	@set -e; venvs=; for py in $(CPYTHON_TESTS_PYTHONS); do \
-	  ver=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); v=$(VENVS)/$$ver; \
-	  [ -x $$v/bin/python ] || $$py -m venv $$v; \
+	@set -e; case "$(CPYTHON_TESTS_PYTHONS)" in *$(DEBIAN_SYSROOT)*) $(MAKE) --no-print-directory pythons-debian ;; esac; \
+	venvs=; for py in $(CPYTHON_TESTS_PYTHONS); do \
+	  ver=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); v=$(VENVS)/$$ver; flags=; \
+	  $(VENV_FOR_PY); \
 	  $$v/bin/python -m pip install -q $(DEV_DEPS); \
-	  SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
+	  CPPFLAGS=$$flags SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
 	  venvs="$$venvs --python $(CURDIR)/$$v/bin/python"; \
 	done; \
 	$(PYTHON) tests/tools/cpython_tests.py $$venvs $(CPYTHON_TESTS_ARGS)
