@@ -294,6 +294,7 @@ def test_uvicorn_sigtermed_writes_the_profile_and_exits_as_without_spprof(tmp_pa
 def test_os_exit_and_exec_read_as_the_builtins_while_profiling(tmp_path):
     names = ("_exit", "execv", "execve")
     before = {n: getattr(os, n) for n in names}
+    supports_fd_size = len(os.supports_fd)
     spprof.start(output_path=tmp_path / "p.spprof")
     try:
         for n in names:
@@ -304,6 +305,13 @@ def test_os_exit_and_exec_read_as_the_builtins_while_profiling(tmp_path):
             assert fn.__module__ == orig.__module__ and fn.__self__ is orig.__self__
             assert fn.__doc__ == orig.__doc__
             assert inspect.signature(fn) == inspect.signature(orig)
+        # os.supports_fd & co. are sets of os functions: `os.execve in os.supports_fd` (can it
+        # take a descriptor, fexecve) reads as without spprof. Old code: False, and 3.15's
+        # test_posix.test_fexecve skipped itself under spprof.
+        for attr in ("supports_fd", "supports_dir_fd", "supports_follow_symlinks"):
+            group = getattr(os, attr)
+            assert all((getattr(os, n) in group) == (before[n] in group) for n in names), attr
+        assert (os.execve in os.supports_fd) == sys.platform.startswith("linux")
         # Bad arguments raise what they raise without spprof, and the session goes on.
         with pytest.raises(TypeError) as caught:
             os._exit("3")
@@ -318,3 +326,4 @@ def test_os_exit_and_exec_read_as_the_builtins_while_profiling(tmp_path):
     finally:
         spprof.stop()
     assert all(getattr(os, n) is before[n] for n in names)  # no cost without a session
+    assert len(os.supports_fd) == supports_fd_size  # the stand-ins left the sets

@@ -45,20 +45,43 @@ _owner: Optional[Owner] = None
 _acting: Optional[Owner] = None
 
 
+# os's sets of functions that take a descriptor, a dir_fd, follow_symlinks=False or
+# effective_ids: `os.execve in os.supports_fd` asks whether it can fexecve.
+_SUPPORTS = ("supports_fd", "supports_dir_fd", "supports_follow_symlinks", "supports_effective_ids")
+_COVERED = ("_exit", "execv", "execve")
+_joined: list[tuple[set[Any], Any]] = []  # (set, stand-in) pairs enable() added
+
+
 def enable(write: Callable[[], object], resume: Callable[[], object]) -> None:
     """GIL held, session running: cover os._exit and os.exec* until disable()."""
     global _owner
     _owner = Owner(write, resume, os.getpid())
+    originals = {name: getattr(os, name, None) for name in _COVERED}
     try:
         _ext._hook_exit_calls(_hook)
     except RuntimeError as exc:  # the program replaced them: its own wrappers win
         _debug.debug(f"os._exit / os.exec* not covered: {exc}")
+        return
+    # Each stand-in joins the sets its original is in (the original stays: a program may
+    # hold it), so membership reads as without spprof.
+    for name, original in originals.items():
+        stand_in = getattr(os, name, None)
+        if original is None or stand_in is original:
+            continue
+        for attr in _SUPPORTS:
+            group = getattr(os, attr, None)
+            if isinstance(group, set) and original in group and stand_in not in group:
+                group.add(stand_in)
+                _joined.append((group, stand_in))
 
 
 def disable() -> None:
     global _owner
     _owner = None
     _ext._unhook_exit_calls()
+    while _joined:
+        group, stand_in = _joined.pop()
+        group.discard(stand_in)
 
 
 def _will_run(name: str, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]]) -> bool:
