@@ -18,7 +18,7 @@ outcome differs is run again by itself, plain and in that mode; a difference tha
 hold on that second run is printed as "did not repeat", not counted.
 
     python tests/tools/cpython_tests.py --python .venvs/3.12/bin/python \
-        --python .venvs/3.13/bin/python
+        --python .venvs/3.13/bin/python --python .venvs/3.14/bin/python
 
 Each --python must have spprof installed and CPython's `test` package (pyenv's builds ship
 it; Debian's interpreters need libpython3.X-testsuite). Exit status 0 when everything
