@@ -56,7 +56,7 @@ NATIVE_SRCS := $(wildcard tests/native/*.cpp) $(wildcard src/spprof/_ext/suspend
 NATIVE_FLAGS := -std=c++17 -O1 -g -Wall -Wextra -Werror -pthread -Isrc/spprof/_ext
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: demo test print-pythons pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-cpython-modules test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean \
+.PHONY: sdist-check demo test print-pythons pythons-debian native-test native-test-asan test-python test-asan test-thirdparty test-cpython-modules test-arm64 test-arm64-quick lint bench bench-smoke darwin-check clean \
         wheels wheels-all wheels-check
 
 # Install spprof for the default interpreter and profile the bundled example.
@@ -264,6 +264,21 @@ wheels-all:
 
 wheels-check:
 	@$(wheel_setup); $(WHEEL_CHECK)
+
+# The sdist as a pip user gets it: built from the tracked files, installed with pip into a
+# fresh venv (the Makefile's pinned setuptools and wheel, no build isolation), and the suite's
+# fast subset run from the unpacked sdist against that install (docs/portability.md).
+SDIST_TESTS := test_api.py test_cli.py test_sampling.py test_output.py test_children.py
+sdist-check:
+	@set -e; d=$(CURDIR)/build/sdist-check; v=$(CURDIR)/$(VENVS)/sdist; rm -rf $$d; mkdir -p $$d/tree $$d/dist $$d/unpacked; \
+	[ -x $$v/bin/python ] || $(PYTHON) -m venv $$v; \
+	$$v/bin/python -m pip install -q $(DEV_DEPS); \
+	git ls-files -z | xargs -0 tar -cf - | tar -xf - -C $$d/tree; \
+	(cd $$d/tree && $$v/bin/python -c 'import sys, setuptools.build_meta as b; print("sdist:", b.build_sdist(sys.argv[1]))' $$d/dist); \
+	tar -xzf $$d/dist/spprof-*.tar.gz -C $$d/unpacked; \
+	SPPROF_BUILD_BASE=$$d/build SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --no-deps --force-reinstall $$d/dist/spprof-*.tar.gz; \
+	(cd /tmp && $$v/bin/python -c 'import spprof, sys; sys.exit(0 if "/site-packages/" in spprof.__file__ else "spprof is not the installed one")'); \
+	cd $$d/unpacked/spprof-*/tests && $$v/bin/python -m pytest -q -p no:cacheprovider $(SDIST_TESTS)
 
 # ruff, then mypy --strict on src/spprof (its settings: pyproject.toml [tool.mypy]).
 lint:
