@@ -215,3 +215,72 @@ def test_cli_native_flag(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = out.read_text().splitlines()
     assert any(line.startswith("<module> (<string>:4);") and "crypto" in line for line in lines)
+
+
+STRIPPED_SOURCE = r"""
+/* Two static functions (not in .dynsym once stripped) that spin over many instructions, so
+   their samples land on many different pcs; `run` is exported and calls them in turn. */
+#include <time.h>
+static double cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+static volatile unsigned long sink;
+__attribute__((noinline)) static void spin_a(void) {
+    for (int i = 0; i < 20000; ++i) sink = sink * 6364136223846793005ul + (unsigned long)i;
+}
+__attribute__((noinline)) static void spin_b(void) {
+    for (int i = 0; i < 20000; ++i) sink = (sink ^ (sink >> 7)) * 2862933555777941757ul + 3;
+}
+void run(double seconds) {
+    const double end = cpu() + seconds;
+    while (cpu() < end) { spin_a(); spin_b(); }
+}
+"""
+
+
+def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
+    # Issue 28, "one row per function": a static function of a stripped library has no symbol;
+    # it was keyed by each sampled address (58 samples of pandas' hashtable in 23 rows). Now
+    # its frame is named by the start of its function in the unwind table, the address nm
+    # gives it in the unstripped build.
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    strip = shutil.which("strip")
+    nm = shutil.which("nm")
+    if cc is None or strip is None or nm is None:
+        pytest.skip("needs a C compiler, strip and nm")
+    if os.environ.get("CC"):
+        pytest.skip("a cross compiler (make test-arm64): the host's strip and nm do not apply")
+    src = tmp_path / "spin.c"
+    src.write_text(STRIPPED_SOURCE)
+    full = tmp_path / "libspin_full.so"
+    lib = tmp_path / "libspin_stripped.so"
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O2", "-fasynchronous-unwind-tables", str(src), "-o", str(full)],
+        check=True,
+    )
+    subprocess.run([strip, "--strip-all", "-o", str(lib), str(full)], check=True)
+    syms = subprocess.run([nm, str(full)], capture_output=True, text=True, check=True).stdout
+    starts = {}
+    for line in syms.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] in ("spin_a", "spin_b"):
+            starts[parts[2]] = int(parts[0], 16)
+    assert set(starts) == {"spin_a", "spin_b"}, syms
+    exported = subprocess.run([nm, "-D", str(lib)], capture_output=True, text=True).stdout
+    assert "spin_a" not in exported, exported
+    run = ctypes.CDLL(str(lib)).run
+    run.argtypes = [ctypes.c_double]
+    with spprof.Profiler(interval_ms=1, native=True) as p:
+        run(0.6)
+    assert p.profile is not None
+    weights: dict[str, int] = {}
+    for s in p.profile.samples:
+        leaf = s.frames[-1] if s.frames else None
+        if leaf is not None and leaf.is_native and leaf.function_name.startswith(lib.name + "+"):
+            weights[leaf.function_name] = weights.get(leaf.function_name, 0) + 1
+    expected = {f"{lib.name}+{hex(starts[n])}" for n in ("spin_a", "spin_b")}
+    # Every sample in the two functions is one of two frames (old code: one per address).
+    assert set(weights) == expected, (weights, expected)
+    assert min(weights.values()) >= 50, weights

@@ -168,10 +168,12 @@ uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter) {
     if (!sym.has_symbol && is_eval_frame(eval_, pc)) {
         name = "_PyEval_EvalFrameDefault.cold";  // found from the code (unwind/split_parts.h)
     } else if (!sym.has_symbol) {
-        // A static function of a stripped library: name it by library and offset (what
-        // addr2line or a symbol server needs), absolute when the pc is in no module.
+        // A static function of a stripped library: name it by library and the offset of its
+        // start (by the unwind table: one frame per function, what addr2line or a symbol
+        // server needs), else of the pc; absolute when the pc is in no module.
         char buf[40];
-        std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(sym.offset));
+        const uint64_t at = sym.has_start ? sym.start_offset : sym.offset;
+        std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(at));
         const size_t slash = sym.library.rfind('/');
         name = sym.library.empty() ? std::string(buf)
                                    : sym.library.substr(slash == std::string::npos ? 0 : slash + 1) + "+" + buf;

@@ -72,4 +72,11 @@ struct ImageSymbols {
 // Normal context (opens and reads the file, allocates); may throw std::bad_alloc.
 bool platform_read_function_symbols(const char* path, ImageSymbols* out);
 
+// The start of every function the image file at `path` has unwind information for (Linux: the
+// initial locations of .eh_frame_hdr's search table, addresses in the file), sorted. A stripped
+// library keeps its unwind table: this names the function of a pc no symbol covers. False when
+// the file cannot be read or has no table in the one encoding linkers emit; always false on
+// macOS. Normal context (opens and reads the file, allocates); may throw std::bad_alloc.
+bool platform_read_function_starts(const char* path, std::vector<uint64_t>* out);
+
 }  // namespace spprof

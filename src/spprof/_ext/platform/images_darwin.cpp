@@ -26,6 +26,8 @@ bool platform_image_list_version(ImageListVersion* out) {
 
 bool platform_read_function_symbols(const char*, ImageSymbols*) { return false; }
 
+bool platform_read_function_starts(const char*, std::vector<uint64_t>*) { return false; }
+
 bool platform_function_extent(const void* addr, uint64_t* lo, uint64_t* hi) {
     // Mach-O has no symbol sizes; LC_FUNCTION_STARTS lists every function start of the image
     // (ULEB128 deltas from the __TEXT segment), so the next start after ours ends it.

@@ -164,6 +164,46 @@ bool platform_read_function_symbols(const char* path, ImageSymbols* out) {
     return true;
 }
 
+bool platform_read_function_starts(const char* path, std::vector<uint64_t>* out) {
+    if (path == nullptr || path[0] == '\0' || std::strncmp(path, "linux-vdso", 10) == 0) return false;
+    ScopedFd file(open(path, O_RDONLY | O_CLOEXEC));
+    const int fd = file.get();
+    if (fd < 0) return false;
+    Elf64_Ehdr eh;
+    if (!pread_all(fd, &eh, sizeof eh, 0)) return false;
+    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64)
+        return false;
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 4096) return false;
+    std::vector<Elf64_Phdr> ph(eh.e_phnum);
+    if (!pread_all(fd, ph.data(), ph.size() * sizeof(Elf64_Phdr), eh.e_phoff)) return false;
+    const Elf64_Phdr* hdr = nullptr;
+    for (const Elf64_Phdr& p : ph)
+        if (p.p_type == PT_GNU_EH_FRAME) hdr = &p;
+    if (hdr == nullptr || hdr->p_filesz < 12) return false;
+    // version 1; eh_frame_ptr as a 4-byte value; fde_count udata4; table datarel|sdata4
+    // (DW_EH_PE 0x3b): the header every ELF linker writes (unwind/eh_frame.h).
+    uint8_t head[12];
+    if (!pread_all(fd, head, sizeof head, hdr->p_offset)) return false;
+    const uint8_t ptr_size = head[1] & 0x0f;  // udata4 (0x03) or sdata4 (0x0b)
+    if (head[0] != 1 || head[1] == 0xff || (ptr_size != 0x03 && ptr_size != 0x0b) || head[2] != 0x03 ||
+        head[3] != 0x3b)
+        return false;
+    uint32_t count = 0;
+    std::memcpy(&count, head + 8, 4);
+    const uint64_t bytes = uint64_t{count} * 8;
+    if (count == 0 || bytes > kMaxTableBytes || 12 + bytes > hdr->p_filesz) return false;
+    std::vector<int32_t> table(size_t{count} * 2);
+    if (!pread_all(fd, table.data(), bytes, hdr->p_offset + 12)) return false;
+    std::vector<uint64_t> starts;
+    starts.reserve(count);
+    for (uint32_t i = 0; i < count; ++i)
+        starts.push_back(hdr->p_vaddr + static_cast<uint64_t>(int64_t{table[size_t{i} * 2]}));
+    std::sort(starts.begin(), starts.end());
+    starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+    out->swap(starts);
+    return true;
+}
+
 bool platform_function_extent(const void* addr, uint64_t* lo, uint64_t* hi) {
     Dl_info info;
     void* extra = nullptr;  // dladdr1 stores a const ElfW(Sym)* here

@@ -38,6 +38,8 @@ struct Symbolizer::Module {
     bool symbols_read = false;
     bool has_symbols = false;
     ImageSymbols table;  // function symbols (addresses in the file: runtime = bias + value)
+    bool starts_read = false;
+    std::vector<uint64_t> starts;  // function starts by the unwind table (addresses in the file)
 
     bool contains(uint64_t pc) const {
         for (const auto& r : loads)
@@ -164,6 +166,20 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
             s.function = demangle_symbol(m->table.strtab.c_str() + e->name);
             s.offset = pc - (m->bias + e->value);
             s.has_symbol = true;
+        }
+    }
+    if (!s.has_symbol && m != nullptr && pc >= m->bias) {
+        if (!m->starts_read) {
+            m->starts_read = true;
+            if (!platform_read_function_starts(m->path.c_str(), &m->starts)) m->starts.clear();
+        }
+        // The last start at or below the pc: a pc in code without unwind information (rare in
+        // compiled code) goes to the function before it.
+        const uint64_t v = pc - m->bias;
+        auto it = std::upper_bound(m->starts.begin(), m->starts.end(), v);
+        if (it != m->starts.begin()) {
+            s.start_offset = *--it;
+            s.has_start = true;
         }
     }
     if (cache_.size() >= kMaxCachedPcs) cache_.clear();

@@ -32,6 +32,11 @@ struct NativeSymbol {
     std::string library;      // path of the module holding the pc; empty when none does
     uint64_t offset = 0;      // pc - symbol start; pc - load bias when no symbol covers it
     bool has_symbol = false;  // function is set
+    // No symbol: the start of the function holding the pc by the module's unwind table
+    // (pc - load bias of that start), so the samples of one static function of a stripped
+    // library share one frame rather than one per address.
+    uint64_t start_offset = 0;
+    bool has_start = false;
 };
 
 // An address range [lo, hi) of a named function in the running process.
