@@ -142,6 +142,7 @@ class FunctionStats:
     hottest_line: int  # the line with most self time (or total time when self is 0)
     # the line with most total time: where a caller spends it (its call's line)
     hottest_total_line: int = 0
+    is_native: bool = False  # a native (C/C++/Rust) function
 
 
 _P = TypeVar("_P", bound="ProfileData")  # from_native and filter keep the subclass (Profile)
@@ -359,7 +360,7 @@ class ProfileData:
             for pos, fid in enumerate(ids):
                 f = self.frame_table[fid]
                 key = (f.display_name, f.filename, f.first_lineno)
-                s = stats.setdefault(key, [f.function_name, 0, 0, 0, 0])
+                s = stats.setdefault(key, [f.function_name, 0, 0, 0, 0, f.is_native])
                 leaf = pos == len(ids) - 1
                 if key not in seen:
                     seen.add(key)
@@ -372,7 +373,7 @@ class ProfileData:
                     s[3] += n
                     line_acc[0] += w
         result = []
-        for key, (name, self_ns, total_ns, self_n, total_n) in stats.items():
+        for key, (name, self_ns, total_ns, self_n, total_n, native) in stats.items():
             per_line = lines[key]
             hottest = max(per_line.items(), key=lambda kv: (kv[1][0], kv[1][1]))[0]
             hottest_total = max(per_line.items(), key=lambda kv: (kv[1][1], kv[1][0]))[0]
@@ -388,6 +389,7 @@ class ProfileData:
                     total_samples=total_n,
                     hottest_line=hottest,
                     hottest_total_line=hottest_total,
+                    is_native=native,
                 )
             )
         result.sort(key=lambda s: (s.self_ns, s.total_ns), reverse=True)

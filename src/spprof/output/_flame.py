@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ._flame_script import SCRIPT, STYLE
+from .native_names import short_name
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -194,13 +195,17 @@ def render_svg(root: Node, drawing: Drawing) -> str:
     for node, depth, x0, w in placed:
         y = bottom - (depth + 1) * ROW
         name = node.name
+        # A native name's box shows it without template arguments; the tooltip, search and
+        # zoom keep the full name (data-n).
+        label = short_name(name) if node.native else name
+        shown = f' data-l="{_attr(label)}"' if label != name else ""
         frames.append(
             f'<g class="f" data-d="{depth}" data-x="{x0:.2f}" data-w="{w:.2f}"'
-            f' data-n="{_attr(name)}" data-file="{_attr(node.file)}">'
+            f' data-n="{_attr(name)}"{shown} data-file="{_attr(node.file)}">'
             f"<title>{_attr(tip(node, total))}</title>"
             f'<rect x="{SIDE + x0:.2f}" y="{y}" width="{w:.2f}" height="{ROW - 1}"'
             f' fill="{drawing.color(node)}" rx="2"/>'
-            f'<text x="{SIDE + x0 + 3:.2f}" y="{y + ROW - 5}">{_attr(fit_label(name, w))}</text>'
+            f'<text x="{SIDE + x0 + 3:.2f}" y="{y + ROW - 5}">{_attr(fit_label(label, w))}</text>'
             "</g>"
         )
     note = f"{skipped} frames narrower than {MIN_WIDTH} px not drawn" if skipped else ""

@@ -58,7 +58,7 @@ SCRIPT = r"""
     r.setAttribute("x", (side + x).toFixed(2));
     r.setAttribute("width", w.toFixed(2));
     t.setAttribute("x", (side + x + 3).toFixed(2));
-    t.textContent = fit(g.getAttribute("data-n"), w);
+    t.textContent = fit(g.getAttribute("data-l") || g.getAttribute("data-n"), w);
   }
 
   function zoom(z) {

@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
+from .native_names import short_name
+
 if TYPE_CHECKING:
     from .._model import ProfileData
 
@@ -220,7 +222,7 @@ def summary(
             if value == 0:
                 break
             line = f.hottest_total_line if key == "total_ns" else f.hottest_line
-            label = _label(f.qualname, f.filename, line)
+            label = _label(short_name(f.qualname) if f.is_native else f.qualname, f.filename, line)
             lines.append(f"  {100.0 * value / total:>5.1f}% {_seconds(value):>8}  {label}")
     if output:
         lines.append("")

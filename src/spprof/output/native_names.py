@@ -1,0 +1,59 @@
+"""Short labels for native function names, where a line or a box has little room.
+
+Demangled C++ names carry every template argument (Arrow's kernels make 700-character summary
+lines) and Rust's legacy mangling ends in a hash. The summary and the flame graphs' boxes show
+`short_name(name)`; tooltips, pprof, speedscope and every saved format keep the full name.
+"""
+
+from __future__ import annotations
+
+import re
+
+ELLIPSIS = "…"
+# Rust legacy mangling, demangled by the C++ demangler: "crate::path::name::h0123456789abcdef"
+_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_ANON = "(anonymous namespace)"
+# Past this many characters the parameter list goes too.
+PARAMS_KEPT_UP_TO = 80
+
+
+def _elide(name: str, open_: str, close: str) -> str:
+    """Each outermost open_...close group becomes open_ + ELLIPSIS + close. C++'s
+    `operator<`, `operator<<`, `operator()`... are names, not groups."""
+    out: list[str] = []
+    depth = 0
+    i = 0
+    while i < len(name):
+        c = name[i]
+        if depth == 0 and name.endswith("operator", 0, i):
+            # the operator's own characters: copy them through (e.g. "<<=", "()", "->")
+            j = i
+            while j < len(name) and name[j] in "<>=!+-*/%^&|~[]()," and j - i < 3:
+                j += 1
+            if name[i:j] in ("()", "[]") or j > i:
+                out.append(name[i:j])
+                i = j
+                continue
+        if c == open_:
+            if depth == 0:
+                out.append(open_ + ELLIPSIS)
+            depth += 1
+        elif c == close and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(close)
+        elif depth == 0:
+            out.append(c)
+        i += 1
+    return "".join(out) if depth == 0 else name  # unbalanced: leave it as it is
+
+
+def short_name(name: str) -> str:
+    """`name` with template arguments elided (`std::vector<…>::push_back(…)`) and a Rust hash
+    dropped; the parameter list elided too when the name is still long."""
+    short = _RUST_HASH.sub("", name).replace(_ANON, "\0")  # a name, not a parameter list
+    if "<" in short:
+        short = _elide(short, "<", ">")
+    if len(short) > PARAMS_KEPT_UP_TO and "(" in short:
+        short = _elide(short, "(", ")")
+    return short.replace("\0", _ANON)
