@@ -100,6 +100,20 @@ private:
     int fd_;
 };
 
+// Opens the ELF64 file at `path` and reads its header into `eh`: the descriptor, or -1 for
+// anything else (no path, the vDSO, not ELF64, unreadable).
+int open_elf64(const char* path, Elf64_Ehdr* eh) {
+    if (path == nullptr || path[0] == '\0' || std::strncmp(path, "linux-vdso", 10) == 0) return -1;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (!pread_all(fd, eh, sizeof *eh, 0) || std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh->e_ident[EI_CLASS] != ELFCLASS64) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 }  // namespace
 
 Error platform_for_each_image(ImageVisitor visit, void* data, ImageListVersion* version) {
@@ -119,14 +133,10 @@ bool platform_image_list_version(ImageListVersion* out) {
 }
 
 bool platform_read_function_symbols(const char* path, ImageSymbols* out) {
-    if (path == nullptr || path[0] == '\0' || std::strncmp(path, "linux-vdso", 10) == 0) return false;
-    ScopedFd file(open(path, O_RDONLY | O_CLOEXEC));
+    Elf64_Ehdr eh;
+    ScopedFd file(open_elf64(path, &eh));
     const int fd = file.get();
     if (fd < 0) return false;
-    Elf64_Ehdr eh;
-    if (!pread_all(fd, &eh, sizeof eh, 0)) return false;
-    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64)
-        return false;
     if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > 65000) return false;
     std::vector<Elf64_Shdr> sh(eh.e_shnum);
     if (!pread_all(fd, sh.data(), sh.size() * sizeof(Elf64_Shdr), eh.e_shoff)) return false;
@@ -165,14 +175,10 @@ bool platform_read_function_symbols(const char* path, ImageSymbols* out) {
 }
 
 bool platform_read_function_starts(const char* path, std::vector<uint64_t>* out) {
-    if (path == nullptr || path[0] == '\0' || std::strncmp(path, "linux-vdso", 10) == 0) return false;
-    ScopedFd file(open(path, O_RDONLY | O_CLOEXEC));
+    Elf64_Ehdr eh;
+    ScopedFd file(open_elf64(path, &eh));
     const int fd = file.get();
     if (fd < 0) return false;
-    Elf64_Ehdr eh;
-    if (!pread_all(fd, &eh, sizeof eh, 0)) return false;
-    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64)
-        return false;
     if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 4096) return false;
     std::vector<Elf64_Phdr> ph(eh.e_phnum);
     if (!pread_all(fd, ph.data(), ph.size() * sizeof(Elf64_Phdr), eh.e_phoff)) return false;
