@@ -56,7 +56,10 @@ def test_samples_carry_the_executing_line_not_the_def_line():
     hot = w.line_of(w.spin_inner, "SPIN_HOT")
     assert max(lines, key=lines.get) == hot, lines
     def_line = w.spin_inner.__code__.co_firstlineno
-    assert def_line not in lines
+    # A sample may land on the function's first instruction (3.11+: RESUME, whose line is the
+    # def line) as it is entered: once in ~190 on 3.14 in a loaded CI lane. The bug this guards
+    # against put every sample on the def line.
+    assert lines.get(def_line, 0) <= 0.03 * sum(lines.values()), lines
     # the caller's frame sits on the line of the call
     call_line = w.line_of(w.spin, "n += spin_inner")
     assert {s.frames[-2].lineno for s in inner} == {call_line}

@@ -69,7 +69,9 @@ def test_the_programs_own_sigprof_sampler_wins_over_the_itimer():
     # profile held about twice the CPU time the program used.
     out = run_case("timer")
     expected = float(out["cpu"]) / 0.005  # type: ignore[arg-type]
-    assert int(out["ticks_after"]) >= 0.7 * expected, out  # type: ignore[call-overload]
+    # Under load the kernel notices only part of the ITIMER_PROF expiries that fall due (134 of
+    # 200 in a CI lane at load ~5; 30 of 60 measured plain): the bound is the old code's 0.
+    assert int(out["ticks_after"]) >= 0.4 * expected, out  # type: ignore[call-overload]
     assert out["yielded"] == 1, out
     # spprof's counts stay true: the 0.3 s before the program took SIGPROF is in the profile,
     # none of the program's ticks are (the last 1.0 s burn is not sampled at all)

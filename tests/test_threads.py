@@ -326,4 +326,7 @@ def test_time_in_a_subinterpreter_is_kept_under_a_frame_naming_it():
             wt for name, names, wt in out["rows"] if name == thread and names[-len(leaf) :] == leaf
         )
         assert abs(weight / 1e9 - cpu) <= 0.15 * cpu, (thread, weight, cpu)
-    assert out["stats"]["samples_in_subinterpreters"] >= 100, out["stats"]  # 0.6 s at 5 ms, or more
+    # 0.6 s at 5 ms is ~120 signals when the tick finds the threads running; under load fewer
+    # come (84 in a CI lane), each weighing more: the weights above are the check, this one
+    # says the samples are there at all (old code: 0).
+    assert out["stats"]["samples_in_subinterpreters"] >= 40, out["stats"]
