@@ -103,6 +103,21 @@ def test_a_gap_in_sampling_closes_every_frame():
     assert abs(main[0]["dur"] - 2000) < EPS
 
 
+def test_a_first_sample_heavier_than_the_time_since_start_is_not_drawn_before_it():
+    # A thread's timer starts at a random phase: its first sample may come 0.4 ms after start()
+    # and stand for a whole 1 ms interval. Old code drew it from -0.6 ms (a CI run of
+    # test_real_profile_timeline caught -549 us).
+    p = small_profile()
+    t0 = p.start_ns
+    rows = [(t0 + MS * 4 // 10, MS, 0, 0, 2), (t0 + MS * 14 // 10, MS, 0, 0, 2)]
+    p.rows = b"".join(rowlayout.pack(*r) for r in rows)
+    _, events = tracks(load_trace(p))
+    main = events[4000]
+    assert min(e["ts"] for e in main) == 0.0, main
+    check_nesting(main)
+    assert abs(main[0]["dur"] - 1400) < EPS  # from start() to the last sample
+
+
 def test_real_profile_timeline(tmp_path):
     p = real_profile(tmp_path)
     doc = load_trace(p)

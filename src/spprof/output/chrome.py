@@ -64,8 +64,12 @@ class _Track:
     def add(self, samples: list[tuple[int, int, int]], half_interval: int) -> None:
         table = self.profile.frame_table
         last_end = 0
+        start = self.profile.start_ns
         for ts, weight, stack in sorted(samples):
-            begin = ts - weight
+            # A sample stands for the `weight` before it; a thread's first one may weigh more
+            # than the time since start() (its timer's random phase: a 1 ms interval sampled
+            # 0.45 ms in), and nothing is drawn before the session began.
+            begin = max(ts - weight, start)
             if self.open and begin - last_end <= half_interval:
                 begin = last_end  # contiguous with the previous sample
             else:

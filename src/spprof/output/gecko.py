@@ -266,7 +266,7 @@ def render(profile: ProfileData) -> bytes:
             th.samples["stack"].append(th.leaf(stack, bool(flags & FLAG_IDLE)))
             th.samples["time"].append(_ms(ts - t0))
             th.samples["weight"].append(_ms(weight))
-            begin, end = ts - weight, ts
+            begin, end = max(ts - weight, t0), ts  # not before the session (chrome.py)
             for m, (_, schema, cat, need) in enumerate(MARKERS):
                 run = open_runs[m]
                 inside = flags & need == need
