@@ -173,7 +173,9 @@ def test_c_threads_ending_while_found_are_neither_refused_nor_left_alone(lib, mo
     assert "will not be sampled" not in r.stderr and "no CPU timer" not in r.stderr, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     s = out["stats"]
-    assert out["started"] > 1000, out
+    # ~25,000 threads in 2 s plain; 1,000 under AddressSanitizer on a loaded machine (its
+    # pthread_create is slow): enough either way for the scan to meet threads as they end.
+    assert out["started"] >= 500, out
     assert s["timer_attach_failures"] == 0, s
     assert s["threads_signal_blocked"] == 0, s
     # Threads too short for any scan to see are named in the balance, not lost.
