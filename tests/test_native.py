@@ -283,4 +283,6 @@ def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
     expected = {f"{lib.name}+{hex(starts[n])}" for n in ("spin_a", "spin_b")}
     # Every sample in the two functions is one of two frames (old code: one per address).
     assert set(weights) == expected, (weights, expected)
-    assert min(weights.values()) >= 50, weights
+    # Enough samples in each that the old code would have made many rows (kept low: a loaded
+    # machine delivers fewer signals).
+    assert min(weights.values()) >= 10, weights
