@@ -628,9 +628,13 @@ def test_summary_gives_the_effective_rate_when_the_tick_caps_it(tmp_path):
     r = run_python("-m", "spprof", "-i", "1", "-o", str(out), TARGET, env={"BURN": "0.6"})
     assert r.returncode == 0, r.stderr
     rate = effective_rate(_loaded(out))
-    assert rate is not None and 50 < rate < 1200, rate
+    # No lower bound: on a loaded machine the tick finds the thread at few ticks (measured at a
+    # load of 6: 25 samples for 0.6 s of CPU at -i 1), which is what the note is for.
+    assert rate is not None and 0 < rate < 1200, rate
     if rate < 800:  # a kernel with HZ below 1000 (250 is common): the summary says so
         assert f"note: {rate:.0f} samples/s per CPU second, not 1000" in r.stderr
+        # how coarsely its lines are placed: the CPU time one sample stands for
+        assert f"each sample {1000 / rate:.0f} ms of CPU on average" in r.stderr, r.stderr
     else:
         assert "samples/s per CPU second" not in r.stderr
 

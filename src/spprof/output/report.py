@@ -79,7 +79,7 @@ def effective_rate(profile: ProfileData) -> Optional[float]:
     return float(signals) * 1e9 / cpu_ns
 
 
-def rate_cause(stats: Mapping[str, Any]) -> str:
+def rate_cause(stats: Mapping[str, Any], rate: Optional[float] = None) -> str:
     """Why the timers delivered fewer signals per CPU second than asked, from the counters.
 
     Two causes, told apart by what they leave behind: expiries that fell due in a thread's last
@@ -93,7 +93,12 @@ def rate_cause(stats: Mapping[str, Any]) -> str:
     if owed and owed >= overruns:
         return f"short threads: {owed:,} expiries fell due after their last tick"
     if overruns > 0.2 * signals:
-        return "the kernel tick (CONFIG_HZ) fires fewer signals; overruns keep the weights"
+        cause = "the kernel tick (CONFIG_HZ) fires fewer signals; overruns keep the weights"
+        if rate:
+            # The weights stay right but land on the line running at the signal: a loaded
+            # machine's late expiries (one sample of 110 ms measured) place lines that coarsely.
+            cause += f", each sample {1000 / rate:.0f} ms of CPU on average"
+        return cause
     return "threads that ran less than an interval or had no timer of their own (see stats())"
 
 
@@ -142,7 +147,7 @@ def summary(
         if rate < _RATE_NOTE_BELOW * asked:
             lines.append(
                 f"  note: {rate:.0f} samples/s per CPU second, not {asked:.0f}: "
-                + rate_cause(run.stats)
+                + rate_cause(run.stats, rate)
             )
     if profile.dropped_count:
         lines.append(
