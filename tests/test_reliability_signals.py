@@ -150,7 +150,9 @@ def _run_until_signalled(tmp_path, how: str, signum: int, *extra: str):
 def _assert_worker_profiled(out) -> None:
     profile = spprof.load(out)
     burns = [s for s in profile.samples if any(f.function_name == "worker_burn" for f in s.frames)]
-    assert len(burns) >= 50, len(burns)  # ~1 s of the worker's CPU at 1 ms
+    # The worker spun for the second before the signal: by weight (a loaded machine delivers
+    # fewer, heavier samples), at least a fifth of it (its share of a core under such load)
+    assert sum(s.weight_ns for s in burns) >= 0.2e9, len(burns)
     assert {s.thread_name for s in burns} == {"worker"}
 
 

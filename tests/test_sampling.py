@@ -164,7 +164,7 @@ def test_thousands_of_exec_functions_never_get_a_wrong_name():
     # Dead code objects are kept until their samples are resolved: they keep their names. (A
     # sample inside a window can still miss work(): the call being set up or returning, or
     # work() not past its first traceable instruction.)
-    assert in_window >= 20, in_window
+    assert in_window >= 10, in_window  # ~0.1 s of work() at 1 ms; fewer under load
     assert unknown <= 1 + 0.01 * in_window, (unknown, in_window)
     assert named >= 0.9 * in_window, (named, in_window, unknown)
     assert def_line <= 0.2 * in_window, (def_line, in_window)  # lines come from the live code

@@ -121,7 +121,8 @@ def test_sleeping_thread_gets_no_cpu_samples():
         sleeper.join()
     names = [s.thread_name for s in p.get_samples()]
     assert names.count("sleeper") <= 1  # at most the start-up instant
-    assert names.count("MainThread") >= 60
+    main = sum(s.weight_ns for s in p.get_samples() if s.thread_name == "MainThread")
+    assert main >= 0.4e9, main  # the 0.5 s spin, by weight (fewer samples on a loaded machine)
 
 
 def test_thread_hashing_with_the_gil_released_is_sampled_on_its_line():
