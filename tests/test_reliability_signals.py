@@ -219,7 +219,9 @@ def test_application_handler_after_start_is_kept_at_stop_and_timers_are_gone():
     assert r["handler_after_stop_is_app"]
     assert r["app_calls_after_stop"] == 1
     assert r["timers_left"] == ""
-    assert r["captured_before_takeover"] > 10
+    # sampling ran before the takeover (0.2 s at 1 ms: 200 on an idle machine, 5-10 at a load
+    # of 6, where the tick rarely finds the thread)
+    assert r["captured_before_takeover"] >= 3, r
 
 
 def test_rlimit_sigpending_too_low_for_one_timer_per_thread():
