@@ -93,6 +93,13 @@ def test_spprof_own_frames_are_hidden_in_windows_and_in_a_session_started_under_
     assert "runpy" not in collapsed and "record.py" not in collapsed and "f_window" in collapsed
 
 
+def test_a_window_that_outlives_its_session_ends_empty_and_says_so_once(tmp_path):
+    d = _run("orphaned", tmp_path)
+    assert d["ended"]["window_session_ended"] is True and d["ended_samples"] == 0
+    assert d["child"]["window_session_ended"] is True
+    assert d["_stderr"].count("ended after its session") == 1, d["_stderr"]
+
+
 PYTEST_FILE = """
 import time
 

@@ -453,11 +453,10 @@ class Profiler:
         else:
             with _lock:
                 same = _ext.is_active() and _generation == window.generation
-            if not same:
-                raise RuntimeError(
-                    "the session this Profiler was a window on has stopped: no profile"
-                )
-            profile = window.close(_metadata(window.session), _is_profiler_frame)
+            if same:
+                profile = window.close(_metadata(window.session), _is_profiler_frame)
+            else:  # the session stopped (or this is a forked child): the program goes on
+                profile = window.orphaned(_metadata(window.session))
             self._write(profile)
         self.profile = profile
         return profile

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from . import _ext, _runner_frames, _stderr
 from ._config import ValidConfig
+from ._model import ThreadRecord
 from ._profile import Profile
+from ._rows import FLAG_ON_CPU
 
 # Profiler(thread=...): None (every thread) or "current" (the thread that opens the window).
 THREAD_CHOICES = (None, "current")
@@ -127,9 +129,11 @@ class Window:
             window["settings_asked"] = {k: self.asked[k] for k in self.differ}
         meta["window"] = window
         profile = Profile.from_native(raw, self.session.mode, self.session.interval_ms, meta)
+        profile.thread_table = _cpu_in_window(profile)
         put_labels(profile, self.labels)
         profile.stats.update(
             {
+                "timer": self.session.timer,
                 "window": True,
                 "window_thread": self.native_tid,
                 "window_settings_differ": sorted(self.differ),
@@ -138,6 +142,51 @@ class Window:
         profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(is_profiler_frame)
         _runner_frames.hide_spprof_frames(profile)
         return profile
+
+    def orphaned(self, metadata: dict[str, Any]) -> Profile:
+        """The window's session stopped before the window did (another thread stopped it, or
+        this is a forked child): an empty profile that says so, never an exception in the
+        program's block."""
+        end_ns = _ext.monotonic_ns()
+        say_once(
+            ("session_ended", ""),
+            "spprof: a profile window ended after its session: it has no samples "
+            "(they went with the session's profile)",
+        )
+        meta = {**metadata, "window": {"start_ns": self.start_ns, "end_ns": end_ns}}
+        profile = Profile(
+            interval_ms=self.session.interval_ms,
+            mode=self.session.mode,
+            duration_ns=max(0, end_ns - self.start_ns),
+            start_ns=self.start_ns,
+            frame_table=[],
+            stacks=[],
+            rows=b"",
+            thread_table=[],
+            dropped_count=0,
+            stats={"window": True, "window_session_ended": True},
+            metadata=meta,
+        )
+        put_labels(profile, self.labels)
+        return profile
+
+
+def _cpu_in_window(profile: Profile) -> list[ThreadRecord]:
+    """A thread's CPU time in a window: its on-CPU sampled weight there (its clock is read
+    for the session, not at the window's bounds; the exported figure is the session's)."""
+    on_cpu: dict[int, int] = {}
+    for _, weight, _, serial, flags in profile.iter_rows():
+        if flags & FLAG_ON_CPU:
+            on_cpu[serial] = on_cpu.get(serial, 0) + weight
+    return [replace(t, cpu_ns=on_cpu.get(t.serial, 0)) for t in profile.thread_table]
+
+
+def say_once(key: tuple[str, str], text: str) -> None:
+    with _said_lock:
+        if key in _said:
+            return
+        _said.add(key)
+    _stderr.say(text)
 
 
 def put_labels(profile: Profile, labels: Mapping[str, str]) -> None:

@@ -159,7 +159,33 @@ def case_runner_frames() -> dict[str, object]:
     return out
 
 
+def case_orphaned() -> dict[str, object]:
+    """A window whose session stops first, and one a forked child leaves: no exception."""
+    spprof.start(interval_ms=5)
+    w = spprof.Profiler()
+    w.start()
+    spprof.stop()
+    ended = w.stop()
+    spprof.start(interval_ms=5)
+    read, write = os.pipe()
+    with spprof.Profiler() as p:
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+    if pid == 0:  # the child left the block: its window has no session
+        assert p.profile is not None
+        os.write(write, json.dumps(p.profile.stats).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as r:
+        child = json.load(r)
+    os.waitpid(pid, 0)
+    spprof.stop()
+    return {"ended": ended.stats, "ended_samples": ended.sample_count, "child": child}
+
+
 CASES = {
+    "orphaned": case_orphaned,
     "before_inside_after": case_before_inside_after,
     "two_threads": case_two_threads,
     "runner_frames": case_runner_frames,
