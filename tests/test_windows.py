@@ -154,3 +154,36 @@ def test_bad_window_arguments_fail_where_the_profiler_is_made(kwargs, error):
 
     with pytest.raises(error):
         spprof.Profiler(**kwargs)
+
+
+def test_runner_runs_of_spprof_are_cut_and_other_roots_stay():
+    """_runner_frames on stacks written elsewhere (another install's paths, as a loaded
+    exit-signal dump has them): spprof's runner run goes, python -m's own runpy run stays."""
+    import spprof
+    from spprof import _runner_frames, _session
+    from spprof._model import Frame
+
+    site = "/elsewhere/lib/python3.12/site-packages/spprof/"
+    table = [
+        Frame("<module>", "/venv/bin/spprof", 8),  # 0: the console script
+        Frame("main", site + "cli/__init__.py", 40),  # 1
+        Frame("record", site + "cli/record.py", 500),  # 2
+        Frame("run_path", "/usr/lib/python3.12/runpy.py", 280),  # 3
+        Frame("<module>", "/app/prog.py", 9),  # 4
+        Frame("work", "/app/prog.py", 3),  # 5
+        Frame("_run_module_as_main", "<frozen runpy>", 198),  # 6
+        Frame("<module>", site + "__main__.py", 8),  # 7
+        Frame("_start", "libc.so.6", 0, is_native=True),  # 8
+        Frame("wrapper", _session.__file__, 420),  # 9: @spprof.profile's
+        Frame("get_importer", "<frozen pkgutil>", 10),  # 10
+    ]
+    stacks = [
+        (0, 1, 2, 3, 4, 5),  # bin/spprof prog.py
+        (6, 4, 5),  # python -m prog: runpy alone is python's, not ours
+        (8, 6, 7, 1, 2, 3, 4, 5),  # python -m spprof, native roots
+        (4, 9, 5),  # a decorated function
+        (6, 7, 1, 2, 3, 10),  # the runner's own time: not cut (the CLI drops it)
+    ]
+    profile = spprof.Profile(10.0, "cpu", 0, 0, table, list(stacks), b"", [], 0)
+    assert _runner_frames.hide_spprof_frames(profile) == 3
+    assert profile.stacks == [(4, 5), (6, 4, 5), (8, 4, 5), (4, 5), stacks[4]]

@@ -26,6 +26,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _SPPROF_RUNNER = frozenset(
     os.path.join(_HERE, n) for n in ("__main__.py", "cli/__init__.py", "cli/record.py")
 )
+# The same files as another installation of spprof names them (a profile written elsewhere,
+# or by the exit-signal watcher without the GIL, loaded here).
+_SPPROF_RUNNER_TAILS = tuple(
+    os.sep + os.path.join("spprof", n) for n in ("__main__.py", "cli/__init__.py", "cli/record.py")
+)
+_RUNPY_TAIL = os.sep + "runpy.py"
 # Files a runner run may also hold: runpy (as a file and frozen, 3.11+).
 _RUNPY = frozenset({os.path.abspath(runpy.__file__), "<frozen runpy>"})
 # Frames of spprof's in the middle of a program's stack: the @profile wrapper.
@@ -64,9 +70,14 @@ def hide_spprof_frames(profile: ProfileData, runner_files: frozenset[str] = froz
             path = name if name in runner_set or name in _PASS_THROUGH else _absolute(name)
             if f.is_native:
                 k = 0
-            elif path in _SPPROF_RUNNER or (path in _launchers or path in runner_files):
+            elif (
+                path in _SPPROF_RUNNER
+                or path in _launchers
+                or path in runner_files
+                or path.endswith(_SPPROF_RUNNER_TAILS)  # another install's (a loaded file)
+            ):
                 k = 2
-            elif path in runner_set:
+            elif path in runner_set or path.endswith(_RUNPY_TAIL):
                 k = 1
             elif path in _PASS_THROUGH:
                 k = 3
@@ -95,8 +106,16 @@ def _cut(
         return ids
     out = ids
     p0 = python[0]
-    if kind_of(ids[p0]) in (1, 2):
-        p1 = next((i for i in python if kind_of(ids[i]) not in (1, 2)), None)
+    rest = python
+    if (
+        len(python) > 1
+        and kind_of(ids[p0]) == 0
+        and table[ids[p0]].function_name == "<module>"
+        and kind_of(ids[python[1]]) == 2
+    ):
+        rest = python[1:]  # a console script (bin/spprof) calling spprof's CLI: its launcher
+    if kind_of(ids[rest[0]]) in (1, 2):
+        p1 = next((i for i in rest if kind_of(ids[i]) not in (1, 2)), None)
         # Only a run that is spprof's and reaches the program's `<module>` is cut (a run that
         # reaches runpy's helpers is the runner's own time: the CLI drops those samples).
         if (
