@@ -15,6 +15,7 @@ import struct
 import zlib
 from typing import Any, Union
 
+from . import _runner_frames
 from ._model import Frame, ThreadRecord
 from ._profile import Profile
 from ._rows import ROW_SIZE, SERIAL_MASK, STACK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
@@ -179,7 +180,7 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
     if serials and max(serials) >= len(threads):
         raise _Bad("a sample refers to a thread that does not exist")
 
-    return Profile(
+    profile = Profile(
         interval_ms=float(meta["interval_ms"]),
         mode=str(meta["mode"]),
         duration_ns=_int(meta["duration_ns"], "duration_ns"),
@@ -192,6 +193,11 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
         stats=dict(meta.get("stats") or {}),
         metadata=dict(meta.get("metadata") or {}),
     )
+    if profile.stats.get("written_without_gil"):
+        # The exit-signal watcher's dump (session/exit_dump.h) holds the runner's frames the
+        # CLI hides when it writes: hidden here, as every other profile has them hidden.
+        _runner_frames.hide_spprof_frames(profile)
+    return profile
 
 
 def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any, Callable, Optional, TypeVar
 
-from . import _children, _debug, _exit_calls, _ext, _stderr
+from . import _children, _debug, _exit_calls, _ext, _runner_frames, _stderr, _windows
 from ._config import SessionConfig, ValidConfig
 from ._model import Sample
 from ._profile import Profile
@@ -30,6 +30,7 @@ from .output import PathLike, write
 F = TypeVar("F", bound=Callable[..., Any])
 
 _active: Optional[ValidConfig] = None
+_generation = 0  # sessions started so far: a window belongs to one (_windows.Window)
 _children_start: Optional[_children.ChildrenMark] = None  # child processes at start()
 _lock = threading.Lock()
 # start(output_path=...) only: what the session covers, so that stop() undoes just that.
@@ -86,7 +87,7 @@ def _frame_in(frame: Any, files: frozenset[str]) -> bool:
 # spprof's Python code that runs while timers are armed: start/stop, the thread hook, the
 # debug log, the CLI runner (Profile.drop_profiler_samples).
 _OWN_FILES = _package_files(
-    "_session.py", "_debug.py", "cli/__init__.py", "cli/record.py", "__main__.py"
+    "_session.py", "_debug.py", "_windows.py", "cli/__init__.py", "cli/record.py", "__main__.py"
 )
 
 
@@ -189,7 +190,7 @@ def start(
 
 def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
     """start() with arguments SessionConfig.validate() has checked (the CLI checks them first)."""
-    global _active, _children_start
+    global _active, _children_start, _generation
     with _lock:
         if _active is not None or _ext.is_active():
             raise RuntimeError("spprof is already profiling; call spprof.stop() first")
@@ -209,6 +210,7 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
             _remove_thread_hook()
             raise
         _active = cfg
+        _generation += 1
         _children_start = _children.mark()
     if cfg.output_path is not None:
         _cover_exits()
@@ -237,6 +239,7 @@ def _stop_and_write() -> Profile:
     global _carried
     profile = Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg))
     profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(_is_profiler_frame)
+    _runner_frames.hide_spprof_frames(profile)  # a session started under the CLI's runner
     if _children_start is not None:
         profile.stats.update(_children.since(_children_start))
     if _carried is not None:  # the part before an exec that failed
@@ -357,13 +360,33 @@ def _metadata(cfg: ValidConfig) -> dict[str, Any]:
     }
 
 
+class _Unasked(float):
+    """Profiler's default interval (10 ms): the same number, but a window can tell that the
+    caller did not ask for it (and takes the session's without a word)."""
+
+
+class _UnaskedMode(str):
+    """Profiler's default mode ("cpu"), told apart from an explicit "cpu" the same way."""
+
+
+_DEFAULT_INTERVAL_MS = _Unasked(10)
+_DEFAULT_MODE = _UnaskedMode("cpu")
+
+
 class Profiler:
-    """`with spprof.Profiler(interval_ms=10) as p: ...` then `p.profile` / `p.get_samples()`."""
+    """`with spprof.Profiler(interval_ms=10) as p: ...` then `p.profile` / `p.get_samples()`.
+
+    Inside a running session (the CLI's, the pytest plugin's, another Profiler's) the block
+    is a window on it (_windows.py, docs/usage.md "Windows inside a running session"): the
+    session's samples taken during the block, with the session's settings. thread="current":
+    only the samples of the thread that started the block. labels: {name: value} kept in the
+    profile's metadata (and in its name, and as pprof sample labels).
+    """
 
     def __init__(
         self,
-        interval_ms: float = 10,
-        mode: str = "cpu",
+        interval_ms: float = _DEFAULT_INTERVAL_MS,
+        mode: str = _DEFAULT_MODE,
         native: bool = False,
         memory_limit_mb: Optional[float] = None,
         output_path: Optional[PathLike] = None,
@@ -372,6 +395,8 @@ class Profiler:
         timer: str = "auto",
         interpreter_frames: bool = False,
         max_overhead_pct: Optional[float] = None,
+        thread: Optional[str] = None,
+        labels: Optional[dict[str, str]] = None,
     ) -> None:
         # Checked now, so a bad argument fails where the Profiler is made; start() reuses it.
         self._config = SessionConfig(
@@ -385,14 +410,62 @@ class Profiler:
             interpreter_frames=interpreter_frames,
             max_overhead_pct=max_overhead_pct,
         ).validate()
+        self._thread = _windows.check_thread(thread)
+        self._labels = _windows.check_labels(labels)
+        # What the caller asked for explicitly: a window says which of these it cannot have.
+        c = self._config
+        given = {
+            "interval_ms": (interval_ms is not _DEFAULT_INTERVAL_MS, c.interval_ms),
+            "mode": (mode is not _DEFAULT_MODE, c.mode),
+            "native": (native is True, c.native),
+            "timer": (timer != "auto", c.timer),
+            "interpreter_frames": (interpreter_frames, c.interpreter_frames),
+            "memory_limit_mb": (memory_limit_mb is not None, c.memory_limit_mb),
+            "max_overhead_pct": (max_overhead_pct is not None, c.max_overhead_pct),
+        }
+        self._asked = {k: v for k, (explicit, v) in given.items() if explicit}
+        self._window: Optional[_windows.Window] = None
+        self._native_tid = 0
         self.profile: Optional[Profile] = None
 
     def start(self) -> None:
+        with _lock:
+            session = _active if _ext.is_active() else None
+            generation = _generation
+        if session is not None:
+            window = _windows.Window(session, generation, self._asked, self._thread, self._labels)
+            window.open()
+            self._window = window
+            return
         start_checked(self._config)
+        self._native_tid = threading.get_native_id() if self._thread == "current" else 0
 
     def stop(self) -> Profile:
-        self.profile = stop()
-        return self.profile
+        window, self._window = self._window, None
+        if window is None:
+            profile = stop()
+            if self._native_tid:
+                profile = _windows.only_thread(profile, self._native_tid)
+            if self._labels:
+                _windows.put_labels(profile, self._labels)
+            if self._native_tid or self._labels:
+                self._write(profile)
+        else:
+            with _lock:
+                same = _ext.is_active() and _generation == window.generation
+            if same:
+                profile = window.close(_metadata(window.session), _is_profiler_frame)
+            else:  # the session stopped (or this is a forked child): the program goes on
+                profile = window.orphaned(_metadata(window.session))
+            self._write(profile)
+        self.profile = profile
+        return profile
+
+    def _write(self, profile: Profile) -> None:
+        """A window's profile (or one narrowed to a thread or labelled) goes to output_path."""
+        cfg = self._config
+        if cfg.output_path is not None:
+            write(profile, cfg.output_path, cfg.output_format, rescue=True)
 
     def __enter__(self) -> Profiler:
         self.start()
@@ -409,13 +482,16 @@ class Profiler:
 
 def profile(
     output_path: Optional[PathLike] = None,
-    interval_ms: float = 10,
-    mode: str = "cpu",
+    interval_ms: float = _DEFAULT_INTERVAL_MS,
+    mode: str = _DEFAULT_MODE,
     *,
     format: Optional[str] = None,
     timer: str = "auto",
+    thread: Optional[str] = None,
+    labels: Optional[dict[str, str]] = None,
 ) -> Callable[[F], F]:
-    """Decorator: profile every call of the function; each call writes `output_path`."""
+    """Decorator: profile every call of the function; each call writes `output_path`.
+    Inside a running session each call is a window on it (see Profiler)."""
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
@@ -426,6 +502,8 @@ def profile(
                 output_path=output_path,
                 format=format,
                 timer=timer,
+                thread=thread,
+                labels=labels,
             ) as p:
                 result = fn(*args, **kwargs)
             wrapper.last_profile = p.profile  # type: ignore[attr-defined]

@@ -8,8 +8,9 @@ fixtures) sits under `pytest: outside tests`. The terminal summary lists the slo
 and the functions that dominate each (by self time).
 
 The plugin never changes outcomes or the exit status: a profiling failure is one warning line
-in the summary. Limits: a test that starts spprof itself finds it already profiling; with
-pytest-xdist only the controller process is profiled.
+in the summary. Limits: a test that calls spprof.start() itself finds it already profiling
+(a Profiler block or @spprof.profile is a window on the plugin's session); with pytest-xdist
+only the controller process is profiled.
 
 Without --spprof the plugin only adds its options: it starts nothing and changes nothing.
 """

@@ -67,3 +67,28 @@ TEST(store_uncounted_fold_adds_time_not_samples) {
     CHECK_EQ(out[0].weight_ns + out[1].weight_ns, static_cast<uint64_t>(30000000));
     CHECK_EQ(out[1].timestamp_ns, static_cast<uint64_t>(40000000));
 }
+
+// A window (profile_export.h) takes the samples stamped in [t0, t1] of the threads it keeps;
+// a folded wait that spans the window's start gives it only its samples inside the window.
+TEST(store_window_keeps_the_samples_in_its_time_and_threads) {
+    StackStore st;
+    st.add_sample(SampleRow{5000000, 1000, 1, 1});       // thread 1, before the window
+    st.add_sample(SampleRow{20000000, 10000000, 3, 2});  // thread 2 waits: [10 ms, 20 ms] ...
+    st.fold_into(1, 30000000, 10000000, true);           // ... [20, 30]
+    st.fold_into(1, 40000000, 10000000, true);           // ... [30, 40]
+    st.add_sample(SampleRow{35000000, 1000, 1, 1});      // thread 1, inside
+    st.add_sample(SampleRow{45000000, 1000, 1, 1});      // thread 1, after
+    std::vector<SampleRow> all;
+    st.copy_samples_between(25000000, 40000000, [](uint32_t) { return true; }, &all);
+    CHECK_EQ(all.size(), static_cast<size_t>(3));  // the wait's samples at 30 and 40 ms, thread 1's at 35
+    uint64_t wait_ns = 0;
+    for (const SampleRow& r : all) {
+        CHECK(r.timestamp_ns >= 25000000 && r.timestamp_ns <= 40000000);
+        if (r.stack == 3) wait_ns += r.weight_ns;
+    }
+    CHECK_EQ(wait_ns, static_cast<uint64_t>(20000000));
+    std::vector<SampleRow> one;
+    st.copy_samples_between(0, 100000000, [](uint32_t id) { return id == 1; }, &one);
+    CHECK_EQ(one.size(), static_cast<size_t>(3));
+    for (const SampleRow& r : one) CHECK_EQ(r.thread_and_flags, static_cast<uint32_t>(1));
+}

@@ -21,6 +21,7 @@
 #include "held_fd.h"
 #include "own_threads.h"
 #include "platform/platform.h"
+#include "profile_export.h"
 #include "capture/sample_record.h"
 #include "session/session.h"
 #include "signal_handler.h"
@@ -209,99 +210,6 @@ PyObject* build_stats(const Session* s) {
     return d;
 }
 
-PyObject* export_profile(const Session* s, PyObject* stats) {
-    const Resolver& res = s->resolver();
-    const StringTable& str = res.strings();
-    PyObject* frames = PyList_New(static_cast<Py_ssize_t>(res.frames().size()));
-    if (frames == nullptr) return nullptr;
-    for (size_t i = 0; i < res.frames().size(); ++i) {
-        const FrameInfo& f = res.frames()[i];
-        PyObject* t = Py_BuildValue("(s#s#s#iiO)", str.at(f.name).data(), static_cast<Py_ssize_t>(str.at(f.name).size()),
-                                    str.at(f.qualname).data(), static_cast<Py_ssize_t>(str.at(f.qualname).size()),
-                                    str.at(f.file).data(), static_cast<Py_ssize_t>(str.at(f.file).size()),
-                                    f.line, f.first_line, f.native ? Py_True : Py_False);
-        if (t == nullptr) {
-            Py_DECREF(frames);
-            return nullptr;
-        }
-        PyList_SET_ITEM(frames, static_cast<Py_ssize_t>(i), t);
-    }
-    const StackStore& st = s->store();
-    PyObject* stacks = PyList_New(static_cast<Py_ssize_t>(st.stack_count()));
-    if (stacks == nullptr) {
-        Py_DECREF(frames);
-        return nullptr;
-    }
-    for (uint32_t id = 0; id < st.stack_count(); ++id) {
-        const uint32_t b = st.begin(id), e = st.end(id);
-        PyObject* t = PyTuple_New(e - b);
-        if (t == nullptr) {
-            Py_DECREF(frames);
-            Py_DECREF(stacks);
-            return nullptr;
-        }
-        for (uint32_t k = b; k < e; ++k) PyTuple_SET_ITEM(t, k - b, PyLong_FromUnsignedLong(st.pool()[k]));
-        PyList_SET_ITEM(stacks, id, t);
-    }
-    PyObject* samples = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(st.sample_count() * sizeof(SampleRow)));
-    if (samples == nullptr) {
-        Py_DECREF(frames);
-        Py_DECREF(stacks);
-        return nullptr;
-    }
-    auto* rows = reinterpret_cast<SampleRow*>(PyBytes_AS_STRING(samples));
-    st.copy_samples(rows);
-    // Record ids of threads that ended unsampled were freed (and maybe never reused): the
-    // profile's thread list has no gaps, so the rows are renumbered.
-    const std::vector<ThreadRecord>& recs = s->threads();
-    std::vector<uint32_t> index(recs.size(), 0);
-    uint32_t kept = 0;
-    for (size_t i = 0; i < recs.size(); ++i)
-        if (!recs[i].free) index[i] = kept++;
-    if (kept != recs.size()) {
-        for (size_t k = 0; k < st.sample_count(); ++k) {
-            const uint32_t id = rows[k].thread_and_flags & kSerialMask;
-            rows[k].thread_and_flags = (rows[k].thread_and_flags & ~kSerialMask) | (id < index.size() ? index[id] : 0);
-        }
-    }
-    PyObject* threads = PyList_New(0);
-    PyObject* result = PyDict_New();
-    bool ok = threads != nullptr && result != nullptr;
-    for (size_t i = 0; ok && i < recs.size(); ++i) {
-        const ThreadRecord& r = recs[i];
-        if (r.free) continue;
-        const uint64_t cpu = r.cpu_last_ns >= r.cpu_start_ns ? r.cpu_last_ns - r.cpu_start_ns : 0;
-        PyObject* t = Py_BuildValue("{s:n,s:k,s:K,s:s#,s:K,s:K,s:K,s:N,s:N}", "serial", static_cast<Py_ssize_t>(index[i]),
-                                    "ident", r.ident, "native_id", static_cast<unsigned long long>(r.native_tid),
-                                    "name", r.name.data(), static_cast<Py_ssize_t>(r.name.size()), "cpu_ns",
-                                    static_cast<unsigned long long>(cpu), "registered_ns",
-                                    static_cast<unsigned long long>(r.registered_ns), "ended_ns",
-                                    static_cast<unsigned long long>(r.ended_ns), "native_only",
-                                    PyBool_FromLong(r.native_only), "signal_blocked", PyBool_FromLong(r.signal_blocked));
-        ok = t != nullptr && PyList_Append(threads, t) == 0;
-        Py_XDECREF(t);
-    }
-    ok = ok && put(result, "frames", frames) && put(result, "stacks", stacks) && put(result, "samples", samples);
-    frames = stacks = samples = nullptr;
-    if (ok) {
-        Py_INCREF(threads);
-        Py_INCREF(stats);
-        ok = put(result, "threads", threads) && put(result, "stats", stats) &&
-             put(result, "start_ns", PyLong_FromUnsignedLongLong(s->start_ns())) &&
-             put(result, "end_ns", PyLong_FromUnsignedLongLong(s->end_ns())) &&
-             put(result, "interval_ns", PyLong_FromUnsignedLongLong(s->config().interval_ns));
-    }
-    Py_XDECREF(frames);
-    Py_XDECREF(stacks);
-    Py_XDECREF(samples);
-    Py_XDECREF(threads);
-    if (!ok) {
-        Py_XDECREF(result);
-        return nullptr;
-    }
-    return result;
-}
-
 PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     static const char* kwlist[] = {"interval_ns", "timer", "memory_limit_bytes", "ring_bytes",
                                    "drain_interval_ms", "mode", "progress", "native",
@@ -361,7 +269,7 @@ PyObject* py_stop(PyObject* module, PyObject*) {
         Py_XSETREF(st->last_stats, stats);
         Py_INCREF(stats);
     }
-    PyObject* result = (e.ok() && stats != nullptr) ? export_profile(session.get(), stats) : nullptr;
+    PyObject* result = (e.ok() && stats != nullptr) ? export_profile(session.get(), stats, nullptr) : nullptr;
     Py_XDECREF(stats);
     session->release_references();
     if (session->must_leak()) session.release();  // a capture may still be reading it
@@ -439,6 +347,25 @@ PyObject* py_drain(PyObject* module, PyObject*) {
     if (st->session != nullptr) st->session->periodic();
     Py_RETURN_NONE;
 }
+
+// A window on the running session (profile_export.h): its rings drained first, so samples
+// taken before t1 and still in a thread's ring are in it.
+PyObject* py_window_export(PyObject* module, PyObject* args) {
+    unsigned long long t0 = 0, t1 = 0, native_tid = 0;
+    if (!PyArg_ParseTuple(args, "KKK:window_export", &t0, &t1, &native_tid)) return nullptr;
+    ModuleState* st = state_of(module);
+    if (st->session == nullptr) return raise(Error::runtime("profiler is not running"));
+    if (t1 < t0) return raise(Error::value("window_export: the window ends before it starts"));
+    st->session->periodic();
+    PyObject* stats = PyDict_New();
+    if (stats == nullptr) return nullptr;
+    const ExportWindow window{t0, t1, native_tid};
+    PyObject* result = export_profile(st->session, stats, &window);
+    Py_DECREF(stats);
+    return result;
+}
+
+PyObject* py_monotonic_ns(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(platform_monotonic_ns()); }
 
 PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
@@ -632,6 +559,10 @@ PyMethodDef kMethods[] = {
     {"thread_start_hook_original", py_thread_start_hook_original, METH_O,
      "thread_start_hook_original(obj): the original a thread_start_hook wraps, or None when obj is not one"},
     {"drain", py_drain, METH_NOARGS, "drain the sample rings now"},
+    {"window_export", py_window_export, METH_VARARGS,
+     "window_export(t0_ns, t1_ns, native_tid) -> dict: the raw profile of the running session's "
+     "samples in [t0_ns, t1_ns] (monotonic_ns()), of the thread native_tid (0: every thread)"},
+    {"monotonic_ns", py_monotonic_ns, METH_NOARGS, "monotonic_ns() -> int: the clock sample times are read on"},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
     {"stop_threads_for_fork", py_stop_threads_for_fork, METH_NOARGS,
      "before os.fork, in the parent: stop spprof's helper threads (the drain, the wall census, the exit-signal watcher)"},

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Optional, TypeVar
 
-from .. import _debug, _exit_calls, _ext, _session, _stderr
+from .. import _debug, _exit_calls, _ext, _runner_frames, _session, _stderr
 from .._config import SessionConfig
 from .._model import Frame, ProfileData
 from .._version import __version__
@@ -492,6 +492,8 @@ def record(argv: list[str]) -> int:
     except (CliError, ValueError, NotImplementedError, OSError) as exc:
         return error_exit(exc)
 
+    # Sessions the program starts under this runner, and windows on ours, hide it too.
+    _runner_frames.add_launchers(launcher)
     recording = _Recording(opts, out, fmt, _RUNNER_FILES | launcher, cfg, str(given))
     try:
         _ext._watch_exit_signals(recording.on_exit_signal)

@@ -131,6 +131,14 @@ def render(profile: ProfileData) -> bytes:
     threads = profile.thread_table
     key_name, key_id = strings("thread_name"), strings("thread_id")
     labels: dict[int, bytes] = {}
+    # A window's labels (Profiler(labels=...)): on every sample, after the thread's.
+    window_labels = b"".join(
+        field_bytes(
+            S_LABEL,
+            field_varint(LABEL_KEY, strings(str(k))) + field_varint(LABEL_STR, strings(str(v))),
+        )
+        for k, v in dict(profile.metadata.get("labels") or {}).items()
+    )
     stack_locs: dict[int, list[int]] = {}
     for (serial, stack), (count, weight) in profile.stack_weights().items():
         locs = stack_locs.get(stack)
@@ -142,7 +150,9 @@ def render(profile: ProfileData) -> bytes:
             t = threads[serial]
             name = field_varint(LABEL_KEY, key_name) + field_varint(LABEL_STR, strings(t.name))
             tid = field_varint(LABEL_KEY, key_id) + field_varint(LABEL_NUM, t.native_id)
-            label = labels[serial] = field_bytes(S_LABEL, name) + field_bytes(S_LABEL, tid)
+            label = labels[serial] = (
+                field_bytes(S_LABEL, name) + field_bytes(S_LABEL, tid) + window_labels
+            )
         out.append(
             field_bytes(
                 P_SAMPLE,

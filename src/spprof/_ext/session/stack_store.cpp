@@ -60,17 +60,19 @@ void StackStore::copy_samples(SampleRow* out) const {
             *out++ = row;
             continue;
         }
-        // The row's span [timestamp - weight, timestamp] cut into n equal samples, in order.
         const uint64_t n = it->second + 1;
-        const uint64_t each = row.weight_ns / n;
-        const uint64_t start = row.timestamp_ns > row.weight_ns ? row.timestamp_ns - row.weight_ns : 0;
-        for (uint64_t k = 0; k < n; ++k) {
-            SampleRow piece = row;
-            piece.weight_ns = k + 1 < n ? each : row.weight_ns - each * (n - 1);
-            piece.timestamp_ns = k + 1 < n ? start + each * (k + 1) : row.timestamp_ns;
-            *out++ = piece;
-        }
+        for (uint64_t k = 0; k < n; ++k) *out++ = piece(row, n, k);
     }
+}
+
+SampleRow StackStore::piece(const SampleRow& row, uint64_t n, uint64_t k) {
+    // The row's span [timestamp - weight, timestamp] cut into n equal samples, in order.
+    const uint64_t each = row.weight_ns / n;
+    const uint64_t start = row.timestamp_ns > row.weight_ns ? row.timestamp_ns - row.weight_ns : 0;
+    SampleRow p = row;
+    p.weight_ns = k + 1 < n ? each : row.weight_ns - each * (n - 1);
+    p.timestamp_ns = k + 1 < n ? start + each * (k + 1) : row.timestamp_ns;
+    return p;
 }
 
 }  // namespace spprof

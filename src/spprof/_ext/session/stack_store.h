@@ -51,6 +51,26 @@ public:
     // Copies every sample, in order, into out (sample_count() rows): a folded row comes out as
     // the samples it holds (see fold_into).
     void copy_samples(SampleRow* out) const;
+    // Appends to out the samples copy_samples() would give whose time is in [t0_ns, t1_ns]
+    // and whose thread record id `keep_thread(id)` accepts (a window on the session: the
+    // rows are scanned, not indexed; a folded row is cut into its samples first).
+    template <class KeepThread>
+    void copy_samples_between(uint64_t t0_ns, uint64_t t1_ns, KeepThread keep_thread, std::vector<SampleRow>* out) const {
+        for (size_t i = 0; i < rows_; ++i) {
+            const SampleRow& row = sample(i);
+            if (!keep_thread(row.thread_and_flags & kSerialMask)) continue;
+            const auto it = folded_.empty() ? folded_.end() : folded_.find(i);
+            const uint64_t n = it == folded_.end() ? 1 : it->second + 1;
+            if (n == 1) {
+                if (row.timestamp_ns >= t0_ns && row.timestamp_ns <= t1_ns) out->push_back(row);
+                continue;
+            }
+            for (uint64_t k = 0; k < n; ++k) {
+                const SampleRow p = piece(row, n, k);
+                if (p.timestamp_ns >= t0_ns && p.timestamp_ns <= t1_ns) out->push_back(p);
+            }
+        }
+    }
 
     // Rows held (a folded row is one), and the samples folded into rows that held one already.
     size_t row_count() const { return rows_; }
@@ -72,6 +92,8 @@ public:
     }
 
 private:
+    // Sample k of the n a folded row holds (see fold_into).
+    static SampleRow piece(const SampleRow& row, uint64_t n, uint64_t k);
     static uint64_t hash(const uint32_t* frames, uint32_t n);
     bool equal(uint32_t id, const uint32_t* frames, uint32_t n) const;
 
