@@ -5,6 +5,7 @@ left alone."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from conftest import run_python
 from spprof import Frame
-from spprof._mypyc_names import MypycName, parse, rename_frames
+from spprof._mypyc_names import MypycName, def_lines, parse, rename_frames
 
 CHECKER = '''\
 import os
@@ -68,6 +69,55 @@ if os.sep:
 )
 def test_parse(c_name, parsed):
     assert parse(c_name) == parsed
+
+
+TRICKY = '''\
+class A:
+    """Doc with a def f(): inside
+def not_a_def(): and a dedented line
+    """
+    x = ("(",
+  "def g():", \'\'\'
+  def h(): \'\'\')
+    def m(self):  # a comment with a ( bracket
+        s = "\'\'\'"
+        return s
+    async def am(self): ...
+def f(): pass
+if True:
+    class B:
+        def m(self): pass
+'''
+
+
+def _ast_lines(source: str) -> dict[str, int]:
+    found: dict[str, int] = {}
+    todo: list[tuple[str, ast.AST]] = [("", ast.parse(source))]
+    while todo:
+        prefix, node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                q = prefix + child.name
+                found[q] = min(found.get(q, child.lineno), child.lineno)
+                todo.append((q + ".", child))
+            elif not isinstance(child, ast.expr):
+                todo.append((prefix, child))
+    return found
+
+
+@pytest.mark.parametrize("module", ["tricky", "ast", "typing", "argparse", "spprof._session"])
+def test_def_lines_are_the_lines_ast_gives(module):
+    if module == "tricky":
+        source = TRICKY
+    else:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        source = Path(spec.origin).read_text(encoding="utf-8")
+    assert def_lines(source) == _ast_lines(source)
+
+
+def test_def_lines_of_the_tricky_source():
+    assert def_lines(TRICKY) == {"A": 1, "A.m": 8, "A.am": 11, "f": 12, "B": 14, "B.m": 15}
 
 
 def _native(name: str, library: str) -> Frame:

@@ -26,7 +26,6 @@ separator (`Foo_.bar` and `Foo._bar` are written alike): the split takes the fir
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import os
 import re
@@ -121,7 +120,14 @@ def _source_of(module: ModuleType) -> str:
 
 
 class _DefLines:
-    """`def`/`class` lines by qualified name, one parse per source file."""
+    """`def`/`class` lines by qualified name, one scan per source file (`def_lines`).
+
+    A line scan, not `ast.parse`: parsing the 56 mypy modules of a small mypy run took 1.4 s
+    of CPU at stop, the scan 0.3 s. It follows indentation, skipping blank and comment lines,
+    the inside of triple-quoted strings and the continuation lines of open brackets. Against
+    `ast`: the same lines on all 323 modules of mypy and mypyc, and on 2,218 of the standard
+    library's 2,221 (the 3 others: tokenizer tests with strings built to confuse tokenizers).
+    """
 
     def __init__(self) -> None:
         self._by_file: dict[str, dict[str, int]] = {}
@@ -133,25 +139,65 @@ class _DefLines:
 
     @staticmethod
     def _read(path: str) -> dict[str, int]:
-        lines: dict[str, int] = {}
         try:
             if os.path.getsize(path) > MAX_SOURCE_BYTES:
-                return lines
-            with open(path, "rb") as f:
-                tree = ast.parse(f.read(), path)
-        except (OSError, SyntaxError, ValueError, RecursionError):
-            return lines
-        todo: list[tuple[str, ast.AST]] = [("", tree)]
-        while todo:
-            prefix, node = todo.pop()
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    q = prefix + child.name
-                    lines.setdefault(q, child.lineno)  # the first def (a later one redefines)
-                    todo.append((q + ".", child))
-                elif not isinstance(child, ast.expr):
-                    todo.append((prefix, child))  # defs inside if/try/with blocks
-        return lines
+                return {}
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return def_lines(f.read())
+        except OSError:
+            return {}
+
+
+_HEADER = re.compile(r"(?:async\s+)?(def|class)\s+(\w+)")
+# Left to right on one line: a whole triple-quoted string, an opening triple quote (groups 1,
+# 2: the string goes on), a one-line string, a comment. What they cover holds no brackets.
+_SKIPPED = re.compile(
+    r'"""(?:\\.|[^\\])*?"""|\'\'\'(?:\\.|[^\\])*?\'\'\'|(""")|(\'\'\')'
+    r'|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*'
+)
+
+
+def def_lines(source: str) -> dict[str, int]:
+    """Qualified name (`Class.method`, `outer.inner`) -> the line of its `def` or `class`; the
+    first one where a name is defined twice."""
+    lines: dict[str, int] = {}
+    scope: list[tuple[int, str]] = []  # (indent, qualified name) of the enclosing defs
+    in_string = ""  # the open triple quote
+    depth = 0  # open brackets carried from earlier lines
+    for number, text in enumerate(source.splitlines(), 1):
+        if in_string:
+            at = text.find(in_string)
+            if at < 0:
+                continue
+            text, in_string = text[at + 3 :], ""
+        elif depth == 0:  # a new statement
+            stripped = text.lstrip()
+            if not stripped or stripped[0] == "#":
+                continue
+            indent = len(text) - len(stripped)
+            while scope and scope[-1][0] >= indent:
+                scope.pop()
+            m = _HEADER.match(stripped)
+            if m:
+                q = (scope[-1][1] + "." if scope else "") + m.group(2)
+                lines.setdefault(q, number)
+                scope.append((indent, q))
+        # What stays open past this line: a triple-quoted string, brackets.
+        if "'" in text or '"' in text or "#" in text:
+            pieces, at = [], 0
+            for t in _SKIPPED.finditer(text):
+                pieces.append(text[at : t.start()])
+                at = t.end()
+                if t.group(1) or t.group(2):
+                    in_string = t.group(1) or t.group(2)
+                    break
+            else:
+                pieces.append(text[at:])
+            text = "".join(pieces)
+        opened = text.count("(") + text.count("[") + text.count("{")
+        closed = text.count(")") + text.count("]") + text.count("}")
+        depth = max(0, depth + opened - closed)
+    return lines
 
 
 def python_frame(frame: Frame, modules: _ModuleIndex, def_lines: _DefLines) -> Optional[Frame]:
