@@ -77,6 +77,8 @@ def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path
     assert "<mycrate::Example>::foo (" in text, text
     assert "mycrate::example::<…> (" in text, text
     assert "for<'a" not in text and "_RNv" not in text and "_RINv" not in text
+    # names left mangled by a limit are counted (none here)
+    assert p.profile.stats.get("rust_names_over_limit") == 0, p.profile.stats
     doc = json.loads(render(p.profile, "speedscope"))
     names = {f["name"] for f in doc["shared"]["frames"]}
     assert GENERIC_NAME in names and IMPL_NAME in names, names

@@ -128,6 +128,7 @@ TEST(rust_demangle_malformed) {
         "_RNvCsZZZZZZZZZZZZZZZZZZZZZZZZ_3foo3bar",  // a disambiguator past 64 bits
         "foo", "R", "_Rust",
     };
+    const uint64_t over_before = rust_names_over_limit();
     for (const char* s : bad) {
         std::string out = "untouched";
         const bool ok = rust_v0_demangle(s, &out);
@@ -138,6 +139,9 @@ TEST(rust_demangle_malformed) {
     }
     std::string out;
     CHECK(!rust_v0_demangle(nullptr, &out));
+    // Malformed is not over a limit, except the backref cycle, which the depth limit ends
+    // (counted twice: demangler and symbolizer).
+    CHECK_EQ(rust_names_over_limit() - over_before, uint64_t{2});
 }
 
 // Every prefix of every table symbol: no crash, no over-long output, and a cut that falls
@@ -198,6 +202,7 @@ TEST(rust_demangle_limits) {
     CHECK(base62(62) == "Z_");
     CHECK(base62(63) == "10_");
     CHECK(base62(1000) == "g7_");
+    const uint64_t over_before = rust_names_over_limit();
     // Backrefs doubling the output at each generic argument: 2^40 characters if followed. It
     // must stop at the output limit (and quickly: the whole test binary runs in seconds).
     {
@@ -239,4 +244,7 @@ TEST(rust_demangle_limits) {
         std::string fits(kRustMaxSymbolBytes - 100, 'b');
         CHECK(demangled_or_empty("_RNvC3foo" + std::to_string(fits.size()) + fits) == "foo::" + fits);
     }
+    // Each of the four over-limit names above is counted (exponential output, depth, and the
+    // huge name twice: demangler and symbolizer); the names that fit are not.
+    CHECK_EQ(rust_names_over_limit() - over_before, uint64_t{4});
 }

@@ -6,6 +6,7 @@
 // self-terminating, so skipping is linear.
 #include "unwind/rust_demangle.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -13,6 +14,8 @@
 namespace spprof {
 
 namespace {
+
+std::atomic<uint64_t> g_over_limit{0};  // rust_names_over_limit()
 
 // Parse steps per symbol (each path, type, const entered counts one): a backref chain that prints
 // nothing must still end.
@@ -141,6 +144,8 @@ class V0Printer {
 public:
     V0Printer(const char* s, size_t n) : s_(s), n_(n) {}
 
+    bool limit_hit() const { return limit_hit_; }
+
     bool run(std::string* out) {
         if (is_digit(peek())) return false;  // an encoding version: none is defined yet
         if (!path(true)) return false;
@@ -169,7 +174,10 @@ private:
         explicit Enter(V0Printer* p) : p_(p) {
             ++p_->depth_;
             ++p_->steps_;
-            if (p_->depth_ > kRustMaxDepth || p_->steps_ > kMaxSteps) p_->ok_ = false;
+            if (p_->depth_ > kRustMaxDepth || p_->steps_ > kMaxSteps) {
+                p_->ok_ = false;
+                p_->limit_hit_ = true;  // (a backref cycle ends here too)
+            }
         }
         ~Enter() { --p_->depth_; }
         bool ok() const { return p_->ok_; }
@@ -192,6 +200,7 @@ private:
         if (!print_) return;
         if (out_.size() + n > kRustMaxOutputBytes) {
             ok_ = false;
+            limit_hit_ = true;
             return;
         }
         out_.append(p, n);
@@ -682,6 +691,7 @@ private:
     size_t pos_ = 0;
     std::string out_;
     bool ok_ = true;
+    bool limit_hit_ = false;  // failed on a limit, not on the input's form
     bool print_ = true;
     int depth_ = 0;
     uint32_t steps_ = 0;
@@ -697,9 +707,17 @@ bool rust_v0_demangle(const char* mangled, std::string* out) {
     else if (s[0] == '_' && s[1] == 'R') s += 2;
     else return false;
     const size_t n = strnlen(s, kRustMaxSymbolBytes + 1);
-    if (n == 0 || n > kRustMaxSymbolBytes) return false;
+    if (n == 0) return false;
+    if (n > kRustMaxSymbolBytes) {
+        g_over_limit.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
     V0Printer printer(s, n);
-    return printer.run(out);
+    if (printer.run(out)) return true;
+    if (printer.limit_hit()) g_over_limit.fetch_add(1, std::memory_order_relaxed);
+    return false;
 }
+
+uint64_t rust_names_over_limit() { return g_over_limit.load(std::memory_order_relaxed); }
 
 }  // namespace spprof

@@ -16,13 +16,14 @@
 // Bounded: input of at most kRustMaxSymbolBytes, recursion at most kRustMaxDepth, output at most
 // kRustMaxOutputBytes and a cap on parse steps, so that backrefs (which may multiply the output)
 // cannot make it loop or grow without end. Any malformed, truncated or over-limit input gives
-// false, and the caller keeps the mangled name.
+// false, and the caller keeps the mangled name; a limit hit is also counted.
 //
 // Normal context only (allocates); used at resolve time by the drain, never by a capture.
 // Thread-safe (no shared state).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace spprof {
@@ -38,5 +39,10 @@ constexpr size_t kRustMaxOutputBytes = 16 * 1024;
 // well-formed Rust v0 symbol; `*out` is then its demangled form. False leaves `*out` unchanged.
 // Normal context (allocates), any thread.
 bool rust_v0_demangle(const char* mangled, std::string* out);
+
+// How many v0 symbols were left mangled because they went past a limit above (input, depth,
+// output or steps), since the extension was loaded: stats()["rust_names_over_limit"]. Any
+// thread (a relaxed atomic).
+uint64_t rust_names_over_limit();
 
 }  // namespace spprof
