@@ -43,6 +43,16 @@ ARROW = (
         ("PyObject_Call", "PyObject_Call"),
         ("libfoo.so+0x1234", "libfoo.so+0x1234"),
         ("a<b", "a<b"),  # unbalanced: left alone
+        # Rust (v0, demangled by spprof): the qualified segment names the method and stays
+        ("<zoo::Sq as zoo::Shape>::area", "<zoo::Sq as zoo::Shape>::area"),
+        (
+            "<alloc::vec::Vec<u8> as std::io::Write>::write_fmt",
+            "<alloc::vec::Vec<…> as std::io::Write>::write_fmt",
+        ),
+        ("<std::path::Path>::new::<str>", "<std::path::Path>::new::<…>"),
+        ("zoo::tuples::<for<'a> fn(u8, &'a str) -> !>", "zoo::tuples::<…>"),  # "->" closes nothing
+        ("mycrate::main::{closure#0}", "mycrate::main::{closure#0}"),
+        ("<zoo::Sq as zoo::Shape>::area::h0123456789abcdef", "<zoo::Sq as zoo::Shape>::area"),
     ],
 )
 def test_short_name(name, short):

@@ -19,7 +19,16 @@ import sys
 import threading
 from typing import Any, Callable, Optional, TypeVar
 
-from . import _children, _debug, _exit_calls, _ext, _runner_frames, _stderr, _windows
+from . import (
+    _children,
+    _debug,
+    _exit_calls,
+    _ext,
+    _mypyc_names,
+    _runner_frames,
+    _stderr,
+    _windows,
+)
 from ._config import SessionConfig, ValidConfig
 from ._model import Sample
 from ._profile import Profile
@@ -238,6 +247,8 @@ def _stop_and_write() -> Profile:
             _active = None
     global _carried
     profile = Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg))
+    # mypyc's C names -> the Python functions they were compiled from (modules loaded now)
+    profile.frame_table = _mypyc_names.rename_frames(profile.frame_table, sys.modules)
     profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(_is_profiler_frame)
     _runner_frames.hide_spprof_frames(profile)  # a session started under the CLI's runner
     if _children_start is not None:

@@ -92,6 +92,7 @@ class SessionStats(Mapping[str, Any]):
     native_fp_steps: Optional[int] = None
     eval_ranges: Optional[int] = None
     modules_without_cfi: Optional[int] = None
+    rust_names_over_limit: Optional[int] = None  # left mangled: past the demangler's limits
     native_stop_reasons: Optional[dict[str, int]] = None
     wall_ticks: Optional[int] = None
     wall_missed_ticks: Optional[int] = None

@@ -15,12 +15,13 @@ stderr, and recorded in the window profile's metadata (window.settings_asked / s
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
-from . import _ext, _runner_frames, _stderr
+from . import _ext, _mypyc_names, _runner_frames, _stderr
 from ._config import ValidConfig
 from ._model import ThreadRecord
 from ._profile import Profile
@@ -129,6 +130,8 @@ class Window:
             window["settings_asked"] = {k: self.asked[k] for k in self.differ}
         meta["window"] = window
         profile = Profile.from_native(raw, self.session.mode, self.session.interval_ms, meta)
+        # as the session's own profile: mypyc's C names as the Python functions (native only)
+        profile.frame_table = _mypyc_names.rename_frames(profile.frame_table, sys.modules)
         profile.thread_table = _cpu_in_window(profile)
         put_labels(profile, self.labels)
         profile.stats.update(

@@ -1,8 +1,11 @@
 """Short labels for native function names, where a line or a box has little room.
 
 Demangled C++ names carry every template argument (Arrow's kernels make 700-character summary
-lines) and Rust's legacy mangling ends in a hash. The summary and the flame graphs' boxes show
-`short_name(name)`; tooltips, pprof, speedscope and every saved format keep the full name.
+lines) and Rust's legacy mangling ends in a hash. Rust names (legacy and v0) may begin with a
+qualified segment, `<alloc::vec::Vec<u8> as std::io::Write>::write_fmt`: that segment stays,
+with its own arguments elided, since it is what names the method. The summary and the flame
+graphs' boxes show `short_name(name)`; tooltips, pprof, speedscope and every saved format
+keep the full name.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ def _elide(name: str, open_: str, close: str) -> str:
             if depth == 0:
                 out.append(open_ + ELLIPSIS)
             depth += 1
-        elif c == close and depth > 0:
+        elif c == close and depth > 0 and not (c == ">" and name.endswith("-", 0, i)):
+            # (Rust's `fn(u8) -> u8` inside arguments: "->" closes nothing)
             depth -= 1
             if depth == 0:
                 out.append(close)
@@ -48,11 +52,43 @@ def _elide(name: str, open_: str, close: str) -> str:
     return "".join(out) if depth == 0 else name  # unbalanced: leave it as it is
 
 
+def _short_qualified(name: str) -> str:
+    """Rust's `<Type as Trait>::rest` (or `<Type>::rest`): the qualified segment kept, each part
+    shortened; `rest` elided as usual."""
+    depth = 0
+    for i, c in enumerate(name):
+        if c == "<":
+            depth += 1
+        elif c == ">" and not name.endswith("-", 0, i):
+            depth -= 1
+            if depth == 0:
+                inner, rest = name[1:i], name[i + 1 :]
+                # "<A<..> as T<..>>": each side shortened; an " as " inside brackets is not split
+                head = " as ".join(short_name(p) for p in _split_as(inner))
+                return "<" + head + ">" + (_elide(rest, "<", ">") if "<" in rest else rest)
+    return name  # unbalanced: left alone
+
+
+def _split_as(inner: str) -> list[str]:
+    """`inner` split at its one " as " outside brackets (Type as Trait), else [inner]."""
+    depth = 0
+    for i, c in enumerate(inner):
+        if c == "<":
+            depth += 1
+        elif c == ">" and not inner.endswith("-", 0, i):
+            depth -= 1
+        elif depth == 0 and inner.startswith(" as ", i):
+            return [inner[:i], inner[i + 4 :]]
+    return [inner]
+
+
 def short_name(name: str) -> str:
     """`name` with template arguments elided (`std::vector<…>::push_back(…)`) and a Rust hash
     dropped; the parameter list elided too when the name is still long."""
     short = _RUST_HASH.sub("", name).replace(_ANON, "\0")  # a name, not a parameter list
-    if "<" in short:
+    if short.startswith("<"):
+        short = _short_qualified(short)
+    elif "<" in short:
         short = _elide(short, "<", ">")
     if len(short) > PARAMS_KEPT_UP_TO and "(" in short:
         short = _elide(short, "(", ")")

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "platform/images.h"
+#include "unwind/rust_demangle.h"
 
 namespace spprof {
 
@@ -25,6 +26,8 @@ std::string demangle_symbol(const char* name) {
         }
         std::free(d);
     }
+    std::string rust;
+    if (rust_v0_demangle(name, &rust)) return rust;
     return std::string(name);
 }
 

@@ -5,7 +5,7 @@
 // .cold part, ceval helpers, GC internals) are only in the ELF .symtab of the file on disk, so
 // each module's .symtab (or .dynsym when stripped) is read once with pread, its function
 // symbols kept sorted, and looked up by address. C++ names (starting with _Z) are demangled
-// with abi::__cxa_demangle. Results are cached per pc.
+// with abi::__cxa_demangle, Rust v0 names (_R) by unwind/rust_demangle.h. Results are cached per pc.
 //
 // Modules are enumerated with platform_for_each_image (dl_iterate_phdr on Linux; tables are
 // read by platform_read_function_symbols: platform/images.h) and re-enumerated when a pc
@@ -81,8 +81,9 @@ private:
     bool scanned_ = false;
 };
 
-// Demangle an Itanium C++ name (starting with "_Z"); other names are returned unchanged.
-// Normal context (allocates).
+// Demangle an Itanium C++ name (starting with "_Z", which includes Rust's legacy mangling) or a
+// Rust v0 name ("_R", unwind/rust_demangle.h); other names, and malformed ones, are returned
+// unchanged. Normal context (allocates).
 std::string demangle_symbol(const char* name);
 
 }  // namespace spprof

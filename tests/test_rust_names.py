@@ -1,0 +1,84 @@
+"""Rust v0 symbols in native frames (issue 28, "readable names"): a library whose functions
+are exported under v0 names (`_R...`, the mangling of rustc's -C symbol-mangling-version=v0)
+shows them demangled, short in the summary and full in the saved formats."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import spprof
+from spprof.output import render
+from spprof.output.report import summary
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="native unwinding runs on Linux (macOS: Mach)"
+)
+
+# Two C functions under Rust v0 names (the assembler takes any label): the rustc book's
+# inherent-impl example and a generic instantiated with a higher-ranked fn type.
+IMPL_FN = "_RNvMs_Cs4Cv8Wi1oAIB_7mycrateNtB4_7Example3foo"
+GENERIC_FN = "_RINvCs7qp2U7fqm6G_7mycrate7exampleFG0_RL1_hRL0_tEuEB2_"
+IMPL_NAME = "<mycrate::Example>::foo"
+GENERIC_NAME = "mycrate::example::<for<'a, 'b> fn(&'a u8, &'b u16)>"
+
+SOURCE_TEMPLATE = r"""
+#include <time.h>
+static double cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+static volatile unsigned long sink;
+void impl_fn(void) __asm__("IMPL_FN");
+void generic_fn(void) __asm__("GENERIC_FN");
+__attribute__((noinline)) void impl_fn(void) {
+    for (int i = 0; i < 20000; ++i) sink = sink * 6364136223846793005ul + (unsigned long)i;
+}
+__attribute__((noinline)) void generic_fn(void) {
+    for (int i = 0; i < 20000; ++i) sink = (sink ^ (sink >> 7)) * 2862933555777941757ul + 3;
+}
+void run(double seconds) {
+    const double end = cpu() + seconds;
+    while (cpu() < end) { impl_fn(); generic_fn(); }
+}
+"""
+SOURCE = SOURCE_TEMPLATE.replace("IMPL_FN", IMPL_FN).replace("GENERIC_FN", GENERIC_FN)
+
+
+def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path):
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    src = tmp_path / "rusty.c"
+    src.write_text(SOURCE)
+    lib = tmp_path / "librusty.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+    run = ctypes.CDLL(str(lib)).run
+    run.argtypes = [ctypes.c_double]
+    with spprof.Profiler(interval_ms=1, native=True) as p:
+        run(0.5)
+    assert p.profile is not None
+    leaves: dict[str, int] = {}
+    for s in p.profile.samples:
+        leaf = s.frames[-1] if s.frames else None
+        if leaf is not None and leaf.is_native and leaf.filename == str(lib):
+            leaves[leaf.function_name] = leaves.get(leaf.function_name, 0) + 1
+    # Old code: the two mangled names.
+    assert set(leaves) <= {IMPL_NAME, GENERIC_NAME, "run"}, leaves
+    assert leaves.get(IMPL_NAME, 0) >= 30 and leaves.get(GENERIC_NAME, 0) >= 30, leaves
+    text = summary(p.profile, top=10)
+    assert "<mycrate::Example>::foo (" in text, text
+    assert "mycrate::example::<…> (" in text, text
+    assert "for<'a" not in text and "_RNv" not in text and "_RINv" not in text
+    # names left mangled by a limit are counted (none here)
+    assert p.profile.stats.get("rust_names_over_limit") == 0, p.profile.stats
+    doc = json.loads(render(p.profile, "speedscope"))
+    names = {f["name"] for f in doc["shared"]["frames"]}
+    assert GENERIC_NAME in names and IMPL_NAME in names, names

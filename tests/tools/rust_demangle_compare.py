@@ -1,0 +1,116 @@
+"""Compare spprof's Rust v0 demangler with rustc's own, over symbols rustc emits.
+
+Not run by the test suite (it needs rustc, which CI does not have): the figure in
+docs/native-unwinding.md ("Names") comes from it. It builds, in a temporary directory,
+
+- an oracle: a Rust program printing `format!("{:#}", rustc_demangle::demangle(line))` for each
+  line of stdin (the `rustc_demangle` crate in rustc's sysroot, reached with RUSTC_BOOTSTRAP=1);
+- the same for spprof (`unwind/rust_demangle.cpp` behind a small main);
+- `rust_demangle_zoo.rs` (beside this file) as an object and as a cdylib with
+  `-C symbol-mangling-version=v0`, whose `_R` symbols (`nm`) are the input, plus random
+  mutations of them;
+
+and prints how many outputs agree. Usage: python tests/tools/rust_demangle_compare.py
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+ORACLE = """#![feature(rustc_private)]
+extern crate rustc_demangle;
+use std::io::BufRead;
+fn main() {
+    for line in std::io::stdin().lock().lines() {
+        println!("{:#}", rustc_demangle::demangle(&line.unwrap()));
+    }
+}
+"""
+MINE = """#include <iostream>
+#include <string>
+#include "unwind/rust_demangle.h"
+int main() {
+    std::string l;
+    while (std::getline(std::cin, l)) {
+        std::string o;
+        std::cout << (spprof::rust_v0_demangle(l.c_str(), &o) ? o : l) << "\\n";
+    }
+}
+"""
+ALPHABET = "_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# rustc's demangler marks what it could not read inside its output instead of failing.
+UNCLEAN = ("{invalid", "{recursion", "?", "punycode{", "{size limit")
+
+
+def run(cmd: list[str], **kw: object) -> str:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout  # type: ignore[call-overload, no-any-return]
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as d:
+        t = Path(d)
+        (t / "oracle.rs").write_text(ORACLE)
+        run(
+            ["rustc", "-O", str(t / "oracle.rs"), "-o", str(t / "oracle")],
+            env={**os.environ, "RUSTC_BOOTSTRAP": "1"},
+        )
+        (t / "mine.cpp").write_text(MINE)
+        run(
+            [
+                "g++",
+                "-std=c++17",
+                "-O1",
+                f"-I{ROOT / 'src/spprof/_ext'}",
+                str(t / "mine.cpp"),
+                str(ROOT / "src/spprof/_ext/unwind/rust_demangle.cpp"),
+                "-o",
+                str(t / "mine"),
+            ]
+        )
+        zoo = HERE / "rust_demangle_zoo.rs"
+        base = ["rustc", "--edition", "2021", "-C", "symbol-mangling-version=v0", str(zoo)]
+        run([*base, "--crate-type=lib", "--emit=obj", "-C", "opt-level=0", "-o", str(t / "zoo.o")])
+        run([*base, "--crate-type=cdylib", "-C", "opt-level=1", "-o", str(t / "libzoo.so")])
+        syms = sorted(
+            {
+                line.split()[-1]
+                for f in ("zoo.o", "libzoo.so")
+                for line in run(["nm", str(t / f)]).splitlines()
+                if line.split() and line.split()[-1].startswith("_R")
+            }
+        )
+        rng = random.Random(1)
+        mutated = []
+        for _ in range(20000):
+            s = list(rng.choice(syms))
+            for _ in range(rng.randint(1, 2)):
+                s[rng.randrange(2, len(s))] = rng.choice(ALPHABET)
+            mutated.append("".join(s))
+        for title, names in (("emitted", syms), ("mutated", mutated)):
+            text = "\n".join(names) + "\n"
+            want = run([str(t / "oracle")], input=text).splitlines()
+            got = run([str(t / "mine")], input=text).splitlines()
+            clean = same = only_mine = 0
+            for name, w, g in zip(names, want, got):
+                ok_w = w != name and not any(u in w for u in UNCLEAN)
+                if ok_w:
+                    clean += 1
+                    same += w == g
+                elif g != name:
+                    only_mine += 1
+            print(
+                f"{title}: {len(names)} symbols, {clean} read cleanly by rustc's demangler, "
+                f"{same} of them the same text here; {only_mine} accepted here only"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
