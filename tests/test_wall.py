@@ -440,9 +440,11 @@ def test_time_waiting_for_a_cpu_is_on_the_running_line_marked_runnable():
         # The kernel notices a CPU timer's expiry at a scheduler tick that finds the thread on
         # its CPU (FIELD-NOTES, section 1): the hashing's last expiry can be noticed as the
         # thread enters or leaves its sleep, and that sample lands there, on CPU (one 5 ms
-        # sample in CI, none in 40 runs here under load). An expiry or two at most; the sleep
-        # line holds nothing else.
-        assert rest_on_cpu <= 2 * 5e6, truth
+        # sample in CI, none in 40 runs here under load). On a machine loaded enough that ticks
+        # rarely find the thread, expiries are noticed late (one 110 ms sample measured under
+        # ASan): up to 50 ms is let through; hashing put on the sleep line by mistake would be
+        # hundreds of milliseconds.
+        assert rest_on_cpu <= 0.05e9, truth
         assert 0.25e9 <= on_rest <= 0.4e9, truth
         assert rest_idle + rest_runnable + rest_on_cpu == on_rest, truth
 
