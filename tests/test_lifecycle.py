@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 import threading
@@ -52,9 +53,12 @@ def test_thousand_start_stop_cycles_with_threads_alive_keep_rate_and_memory_flat
         stop.set()
         for t in workers:
             t.join()
-    if not EMULATED:
-        # qemu-user keeps ~280 KB per guest thread that ever ran (1,000 plain Python threads
-        # started and joined: RSS +279 MB), so under emulation RSS measures qemu, not spprof.
+    # qemu-user keeps ~280 KB per guest thread that ever ran (1,000 plain Python threads
+    # started and joined: RSS +279 MB), so under emulation RSS measures qemu, not spprof.
+    # AddressSanitizer holds freed memory in its quarantine: 1,000 cycles in a fresh process
+    # grew RSS by 72 MB and 3,000 by 70 MB (filling it, not leaking; 17 KB late in the suite).
+    # The plain build's run on every interpreter keeps the check.
+    if not EMULATED and not os.environ.get("SPPROF_TEST_ASAN"):
         assert rss_after - rss_before < 8 * 1024, (rss_before, rss_after)
     # Same rate before and after: sampled time equals CPU time, and never more samples than
     # one per interval (a leaked timer doubles the rate). Counts alone can fall under CPU
