@@ -11,8 +11,9 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,18 @@ def self_weight_by_function(samples: Iterable[spprof.Sample]) -> dict[str, int]:
     for s in samples:
         if s.frames:
             out[s.frames[-1].function_name] += s.weight_ns
+    return dict(out)
+
+
+def native_leaf_counts(
+    samples: Iterable[spprof.Sample], keep: Callable[[Any], bool]
+) -> dict[str, int]:
+    """Samples per leaf function name, for native leaves `keep(frame)` accepts."""
+    out: dict[str, int] = defaultdict(int)
+    for s in samples:
+        leaf = s.frames[-1] if s.frames else None
+        if leaf is not None and leaf.is_native and keep(leaf):
+            out[leaf.function_name] += 1
     return dict(out)
 
 

@@ -20,7 +20,7 @@ import pytest
 
 import spprof
 import workloads as w
-from conftest import run_python
+from conftest import native_leaf_counts, run_python
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="native unwinding runs on Linux (macOS: Mach)"
@@ -275,14 +275,12 @@ def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
     with spprof.Profiler(interval_ms=1, native=True) as p:
         run(0.6)
     assert p.profile is not None
-    weights: dict[str, int] = {}
-    for s in p.profile.samples:
-        leaf = s.frames[-1] if s.frames else None
-        if leaf is not None and leaf.is_native and leaf.function_name.startswith(lib.name + "+"):
-            weights[leaf.function_name] = weights.get(leaf.function_name, 0) + 1
+    weights = native_leaf_counts(
+        p.profile.samples, lambda f: f.function_name.startswith(lib.name + "+")
+    )
     expected = {f"{lib.name}+{hex(starts[n])}" for n in ("spin_a", "spin_b")}
     # Every sample in the two functions is one of two frames (old code: one per address).
     assert set(weights) == expected, (weights, expected)
-    # Enough samples in each that the old code would have made many rows (kept low: a loaded
-    # machine delivers fewer signals).
-    assert min(weights.values()) >= 10, weights
+    # Enough samples in each that the old code (a row per sampled address) would have made
+    # several rows; kept low: a loaded machine delivers a few dozen signals for these 0.6 s.
+    assert min(weights.values()) >= 3, weights

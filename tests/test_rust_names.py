@@ -14,6 +14,7 @@ import sys
 import pytest
 
 import spprof
+from conftest import native_leaf_counts
 from spprof.output import render
 from spprof.output.report import summary
 
@@ -65,14 +66,11 @@ def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path
     with spprof.Profiler(interval_ms=1, native=True) as p:
         run(0.5)
     assert p.profile is not None
-    leaves: dict[str, int] = {}
-    for s in p.profile.samples:
-        leaf = s.frames[-1] if s.frames else None
-        if leaf is not None and leaf.is_native and leaf.filename == str(lib):
-            leaves[leaf.function_name] = leaves.get(leaf.function_name, 0) + 1
-    # Old code: the two mangled names.
+    leaves = native_leaf_counts(p.profile.samples, lambda f: f.filename == str(lib))
+    # Old code: the two mangled names. Both demangled names are there (counts are kept low:
+    # a loaded machine delivers a few dozen signals for these 0.5 s, not 500).
     assert set(leaves) <= {IMPL_NAME, GENERIC_NAME, "run"}, leaves
-    assert leaves.get(IMPL_NAME, 0) >= 30 and leaves.get(GENERIC_NAME, 0) >= 30, leaves
+    assert leaves.get(IMPL_NAME, 0) >= 1 and leaves.get(GENERIC_NAME, 0) >= 1, leaves
     text = summary(p.profile, top=10)
     assert "<mycrate::Example>::foo (" in text, text
     assert "mycrate::example::<…> (" in text, text
