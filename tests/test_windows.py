@@ -18,6 +18,9 @@ pytest_plugins = ["pytester"]
 
 SCRIPT = str(SCRIPTS / "windows.py")
 MS = 1_000_000
+# Weight bounds leave room below each function's CPU time: on a loaded machine the kernel
+# notices timer expiries late (one sample of 110 ms measured under ASan), so up to that much of
+# a function's end can land after its window closed.
 SPPROF_DIR = os.path.dirname(os.path.abspath(__import__("spprof").__file__))
 
 
@@ -51,7 +54,7 @@ def test_a_block_gets_its_own_samples_and_the_session_keeps_every_one(tmp_path):
     # @spprof.profile inside the session: a window too, with the decorated call's samples,
     # and without its own wrapper frame (spprof's) on the stacks.
     dec = d["decorated"]
-    assert dec["weights"].get("f_window", 0) >= 100 * MS, dec["weights"]
+    assert dec["weights"].get("f_window", 0) >= 50 * MS, dec["weights"]
     assert dec["weights"].get("g_outside", 0) == 0
     assert not [f for f in dec["files"] if f.startswith(SPPROF_DIR)], dec["files"]
 
@@ -59,13 +62,13 @@ def test_a_block_gets_its_own_samples_and_the_session_keeps_every_one(tmp_path):
 def test_two_overlapping_thread_blocks_each_see_only_their_own_thread(tmp_path):
     d = _run("two_threads", tmp_path)
     a, b = d["a"], d["b"]
-    assert a["weights"].get("a_thread_work", 0) >= 150 * MS, a["weights"]
-    assert b["weights"].get("b_thread_work", 0) >= 150 * MS, b["weights"]
+    assert a["weights"].get("a_thread_work", 0) >= 100 * MS, a["weights"]
+    assert b["weights"].get("b_thread_work", 0) >= 100 * MS, b["weights"]
     assert "b_thread_work" not in a["weights"] and "a_thread_work" not in b["weights"]
     assert a["threads"] == [d["a_native_id"]] and b["threads"] == [d["b_native_id"]]
     # The nested, labelled block: only its part of A's block, and its labels.
     inner = d["inner"]
-    assert inner["weights"].get("inner_part", 0) >= 100 * MS, inner["weights"]
+    assert inner["weights"].get("inner_part", 0) >= 50 * MS, inner["weights"]
     assert "a_thread_work" not in inner["weights"]
     assert a["weights"].get("inner_part", 0) >= inner["weights"]["inner_part"]
     assert inner["metadata"]["labels"] == {"route": "/inner"}
@@ -74,7 +77,7 @@ def test_two_overlapping_thread_blocks_each_see_only_their_own_thread(tmp_path):
     assert "route=/inner" in json.loads(Path(base + ".speedscope.json").read_text())["name"]
     # The session has both threads' work.
     s = d["session"]["weights"]
-    assert s.get("a_thread_work", 0) >= 150 * MS and s.get("b_thread_work", 0) >= 150 * MS
+    assert s.get("a_thread_work", 0) >= 100 * MS and s.get("b_thread_work", 0) >= 100 * MS
 
 
 def test_spprof_own_frames_are_hidden_in_windows_and_in_a_session_started_under_the_cli(
@@ -84,7 +87,7 @@ def test_spprof_own_frames_are_hidden_in_windows_and_in_a_session_started_under_
     d = _run("runner_frames", tmp_path, "-m", "spprof", "-q", "-o", str(out))
     for part in ("window", "child"):
         p = d[part]
-        assert p["weights"].get("f_window", 0) >= 100 * MS, (part, p["weights"])
+        assert p["weights"].get("f_window", 0) >= 50 * MS, (part, p["weights"])
         ours = [f for f in p["files"] if f.startswith(SPPROF_DIR) or "runpy" in f]
         assert not ours, (part, ours)
         # The program's frames are the root: its <module>, as under plain `python`.
