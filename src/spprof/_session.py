@@ -234,6 +234,16 @@ def stop() -> Profile:
     return profile
 
 
+def _tidy(profile: Profile) -> Profile:
+    """What a session's profile and a window's both get: mypyc's C names as the Python
+    functions they were compiled from (modules loaded now), and none of spprof's own frames
+    (its start/stop samples, the CLI runner's frames at the root)."""
+    profile.frame_table = _mypyc_names.rename_frames(profile.frame_table, sys.modules)
+    profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(_is_profiler_frame)
+    _runner_frames.hide_spprof_frames(profile)
+    return profile
+
+
 def _stop_and_write() -> Profile:
     global _active
     with _lock:
@@ -246,11 +256,7 @@ def _stop_and_write() -> Profile:
         finally:
             _active = None
     global _carried
-    profile = Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg))
-    # mypyc's C names -> the Python functions they were compiled from (modules loaded now)
-    profile.frame_table = _mypyc_names.rename_frames(profile.frame_table, sys.modules)
-    profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(_is_profiler_frame)
-    _runner_frames.hide_spprof_frames(profile)  # a session started under the CLI's runner
+    profile = _tidy(Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg)))
     if _children_start is not None:
         profile.stats.update(_children.since(_children_start))
     if _carried is not None:  # the part before an exec that failed
@@ -465,7 +471,7 @@ class Profiler:
             with _lock:
                 same = _ext.is_active() and _generation == window.generation
             if same:
-                profile = window.close(_metadata(window.session), _is_profiler_frame)
+                profile = window.close(_metadata(window.session), _tidy)
             else:  # the session stopped (or this is a forked child): the program goes on
                 profile = window.orphaned(_metadata(window.session))
             self._write(profile)

@@ -15,13 +15,12 @@ stderr, and recorded in the window profile's metadata (window.settings_asked / s
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
-from . import _ext, _mypyc_names, _runner_frames, _stderr
+from . import _ext, _stderr
 from ._config import ValidConfig
 from ._model import ThreadRecord
 from ._profile import Profile
@@ -114,7 +113,7 @@ class Window:
     def close(
         self,
         metadata: dict[str, Any],
-        is_profiler_frame: Callable[[Any], bool],
+        tidy: Callable[[Profile], Profile],
     ) -> Profile:
         """The window's Profile: the session's samples in [start, now] (of its thread)."""
         end_ns = _ext.monotonic_ns()
@@ -130,8 +129,6 @@ class Window:
             window["settings_asked"] = {k: self.asked[k] for k in self.differ}
         meta["window"] = window
         profile = Profile.from_native(raw, self.session.mode, self.session.interval_ms, meta)
-        # as the session's own profile: mypyc's C names as the Python functions (native only)
-        profile.frame_table = _mypyc_names.rename_frames(profile.frame_table, sys.modules)
         profile.thread_table = _cpu_in_window(profile)
         put_labels(profile, self.labels)
         profile.stats.update(
@@ -142,9 +139,7 @@ class Window:
                 "window_settings_differ": sorted(self.differ),
             }
         )
-        profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(is_profiler_frame)
-        _runner_frames.hide_spprof_frames(profile)
-        return profile
+        return tidy(profile)  # as the session's own profile (_session._tidy)
 
     def orphaned(self, metadata: dict[str, Any]) -> Profile:
         """The window's session stopped before the window did (another thread stopped it, or
