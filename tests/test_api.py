@@ -7,6 +7,7 @@ import json
 import operator
 import os
 import signal
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ def test_time_in_spprofs_own_start_and_stop_is_dropped_not_shown(monkeypatch):
     # Timers run from inside start() to inside stop(). Stretch both ends with C-only work (a
     # `x in range(...)` scan has no Python frame of its own), so samples surely land there.
     scan = functools.partial(operator.contains, range(5_000_000))  # ~0.12 s of CPU
+    monkeypatch.setattr(_session._debug, "enabled", True)
     monkeypatch.setattr(_session._debug, "debug", scan)  # start() logs after arming
     monkeypatch.setattr(_session, "_remove_thread_hook", functools.partial(scan, None))  # stop()
     try:
@@ -44,6 +46,26 @@ def test_time_in_spprofs_own_start_and_stop_is_dropped_not_shown(monkeypatch):
     assert p.stats["samples_in_profiler"] >= 1  # the stretched ends were sampled, then dropped
     in_burn = sum(s.weight_ns for s in p.samples if "burn" in {f.function_name for f in s.frames})
     assert in_burn >= 0.9 * sum(s.weight_ns for s in p.samples)  # what is left is the program
+
+
+def test_time_below_spprofs_helpers_is_dropped_whatever_runs_there(monkeypatch):
+    # start() calls helpers after arming (child CPU marks, stats); what they call (stdlib
+    # Python, a dataclass __init__) is the running frame then, not spprof's file. Stretch one
+    # with stdlib Python work (statistics.median_low sorts 3M ints: ~0.15 s), then check no
+    # sample of it is left. The old running-frame-only rule kept ~100 such samples.
+    stretch = functools.partial(statistics.median_low, range(3_000_000))
+    monkeypatch.setattr(_session._children, "_children_cpu_ns", stretch)
+    try:
+        spprof.start(interval_ms=1)
+        monkeypatch.undo()
+        burn(0.2)
+        p = spprof.stop()
+    finally:
+        monkeypatch.undo()
+    assert [s for s in p.samples if any("statistics" in f.filename for f in s.frames)] == []
+    assert p.stats["samples_in_profiler"] >= 1
+    in_burn = sum(s.weight_ns for s in p.samples if "burn" in {f.function_name for f in s.frames})
+    assert in_burn >= 0.9 * sum(s.weight_ns for s in p.samples)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 0.5, 1001, "ten", None, True, float("nan")])

@@ -441,8 +441,15 @@ class ProfileData:
         self.stacks = new_stacks
         self._samples = None
 
-    def drop_profiler_samples(self, is_profiler: Callable[[Frame], bool]) -> int:
-        """Drop the samples whose running Python frame is the profiler's own; return how many.
+    def drop_profiler_samples(
+        self,
+        is_profiler: Callable[[Frame], bool],
+        anywhere: Optional[Callable[[Frame], bool]] = None,
+    ) -> int:
+        """Drop the samples whose running Python frame is the profiler's own, or that have a
+        frame `anywhere` accepts at any depth (profiler code that never calls the program's,
+        so whatever runs below it, a dataclass __init__ or a lock, is the profiler's too);
+        return how many.
 
         Timers run from inside start() until inside stop(), so a sample can land in spprof's
         own Python code (start/stop, the thread hook, the CLI runner). That time is the
@@ -450,6 +457,7 @@ class ProfileData:
         """
         table = self.frame_table
         verdict: dict[int, bool] = {}  # per frame id: stacks share their running frames
+        inside: dict[int, bool] = {}
         own: set[int] = set()
         for stack_id, ids in enumerate(self.stacks):
             running = next((i for i in reversed(ids) if not table[i].is_native), None)
@@ -459,6 +467,16 @@ class ProfileData:
                 verdict[running] = is_profiler(table[running])
             if verdict[running]:
                 own.add(stack_id)
+                continue
+            if anywhere is None:
+                continue
+            for i in ids:
+                v = inside.get(i)
+                if v is None:
+                    v = inside[i] = not table[i].is_native and anywhere(table[i])
+                if v:
+                    own.add(stack_id)
+                    break
         return self._drop_stacks(own)
 
     def drop_stacks_if(self, predicate: Callable[[list[Frame]], bool]) -> int:

@@ -93,15 +93,30 @@ def _frame_in(frame: Any, files: frozenset[str]) -> bool:
     return name in files or (not name.startswith("<") and absolute_path(name) in files)
 
 
-# spprof's Python code that runs while timers are armed: start/stop, the thread hook, the
-# debug log, the CLI runner (Profile.drop_profiler_samples).
-_OWN_FILES = _package_files(
-    "_session.py", "_debug.py", "_windows.py", "cli/__init__.py", "cli/record.py", "__main__.py"
+# spprof's Python code that runs while timers are armed (Profile.drop_profiler_samples).
+# These call the program's code (the @profile wrapper, the CLI runner): a sample is the
+# profiler's only when one of them is the running frame.
+_CALLING_FILES = _package_files("_session.py", "cli/__init__.py", "cli/record.py", "__main__.py")
+# These never do (the debug log, windows, stats, child CPU marks, the exit-call hook): a
+# sample with one of them anywhere on its stack is the profiler's, whatever runs below it.
+_INNER_FILES = _package_files(
+    "_debug.py",
+    "_windows.py",
+    "_stats.py",
+    "_children.py",
+    "_config.py",
+    "_exit_calls.py",
+    "_mypyc_names.py",
+    "_runner_frames.py",
 )
 
 
 def _is_profiler_frame(frame: Any) -> bool:
-    return _frame_in(frame, _OWN_FILES)
+    return _frame_in(frame, _CALLING_FILES) or _frame_in(frame, _INNER_FILES)
+
+
+def _is_inner_profiler_frame(frame: Any) -> bool:
+    return _frame_in(frame, _INNER_FILES)
 
 
 # ---- thread discovery ---------------------------------------------------------------------
@@ -223,7 +238,10 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
         _children_start = _children.mark()
     if cfg.output_path is not None:
         _cover_exits()
-    _debug.debug(f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {stats().timer}")
+    if _debug.enabled:  # stats() costs a native call and a dataclass: only when it is printed
+        _debug.debug(
+            f"started: interval {cfg.interval_ms} ms, mode {cfg.mode}, timer {stats().timer}"
+        )
 
 
 def stop() -> Profile:
@@ -239,7 +257,9 @@ def _tidy(profile: Profile) -> Profile:
     functions they were compiled from (modules loaded now), and none of spprof's own frames
     (its start/stop samples, the CLI runner's frames at the root)."""
     profile.frame_table = _mypyc_names.rename_frames(profile.frame_table, sys.modules)
-    profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(_is_profiler_frame)
+    profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(
+        _is_profiler_frame, _is_inner_profiler_frame
+    )
     _runner_frames.hide_spprof_frames(profile)
     return profile
 
