@@ -358,7 +358,7 @@ PyObject* py_window_export(PyObject* module, PyObject* args) {
     ModuleState* st = state_of(module);
     if (st->session == nullptr) return raise(Error::runtime("profiler is not running"));
     if (t1 < t0) return raise(Error::value("window_export: the window ends before it starts"));
-    st->session->periodic();
+    st->session->drain_rings();
     PyObject* stats = PyDict_New();
     if (stats == nullptr) return nullptr;
     const ExportWindow window{t0, t1, native_tid};

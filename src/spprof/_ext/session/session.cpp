@@ -227,6 +227,14 @@ void Session::drain_all() {
     drain_.drain_all(memory_bytes() > config_.memory_limit_bytes);
 }
 
+void Session::drain_rings() {
+    if (!running_) return;
+    const SessionMutation changing;  // an exit dump may be reading (exit_dump.h)
+    const uint64_t t0 = platform_monotonic_ns();
+    drain_all();
+    drain_ns_ += platform_monotonic_ns() - t0;
+}
+
 void Session::periodic() {
     if (!running_) return;
     const SessionMutation changing;  // an exit dump may be reading (exit_dump.h)

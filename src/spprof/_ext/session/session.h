@@ -68,6 +68,10 @@ public:
     void thread_exiting(PyThreadState* ts, uint64_t tid);
     // GIL held: what the drain thread does every interval; also callable on demand.
     void periodic();
+    // GIL held: only the rings into the store (a window's end): none of periodic()'s thread
+    // scan, names, modules or budget, which a window does not need and a per-request window
+    // would pay for each time.
+    void drain_rings();
     // In a forked child: forget everything without touching locks or Python objects.
     void abandon_after_fork();
     // GIL held (released while joining). Around os.fork, in the parent (os.register_at_fork's
