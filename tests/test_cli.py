@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -365,11 +366,15 @@ def test_progress_line_on_a_terminal_only(tmp_path):
     assert quiet_rc == 0 and "recording" not in quiet_out
 
 
+# spprof's CLI, as _runner_frames knows it: the root of every stack under `python -m spprof`.
+SPPROF_MAIN = str(Path(spprof.__file__).parent / "cli" / "__init__.py")
+
+
 def test_samples_of_the_runner_alone_are_dropped_not_shown_as_roots():
     # A sample taken while runpy sets up or cleans up (`_TempModule.__exit__` after the program
     # returned) has no frame of the program: the console-script test saw it as a second root.
     from spprof import Frame
-    from spprof.cli.record import hide_runner
+    from spprof._runner_frames import drop_runner_time, hide_spprof_frames
     from test_formats_common import pack_rows, small_profile
 
     p = small_profile()
@@ -379,15 +384,17 @@ def test_samples_of_the_runner_alone_are_dropped_not_shown_as_roots():
         *p.frame_table,
         Frame("_run_module_code", runpy_file, 88, qualname="_run_module_code"),
         Frame("__exit__", runpy_file, 60, qualname="_TempModule.__exit__"),
+        Frame("main", SPPROF_MAIN, 5, qualname="main"),
     ]
     only_runner = len(p.stacks)
-    p.stacks = [*p.stacks, (base, base + 1), (base, 0, 1, 2)]
+    p.stacks = [*p.stacks, (base + 2, base, base + 1), (base + 2, base, 0, 1, 2)]
     before = len(p.samples)
     p.rows += pack_rows([(2_000_000_000, 1, only_runner, 0, 0)] * 3)
     p.rows += pack_rows([(2_000_000_001, 1, only_runner + 1, 0, 0)] * 2)
     p._samples = None
 
-    hide_runner(p, frozenset({runpy_file}))
+    hide_spprof_frames(p)  # what stop() does
+    assert drop_runner_time(p) == 3
     names = [[f.function_name for f in s.frames] for s in p.samples]
     assert len(names) == before + 2
     assert names[-1] == ["<module>", "main", "hot"]  # runpy above the program: hidden
@@ -398,7 +405,7 @@ def test_an_import_the_runner_makes_is_dropped_not_shown_as_a_root():
     # Under qemu, runpy's own imports were slow enough to be sampled: with the runner's frames
     # hidden, `_find_and_load` became a second root beside the program's <module>.
     from spprof import Frame
-    from spprof.cli.record import hide_runner
+    from spprof._runner_frames import drop_runner_time, hide_spprof_frames
     from test_formats_common import pack_rows, small_profile
 
     p = small_profile()
@@ -410,17 +417,20 @@ def test_an_import_the_runner_makes_is_dropped_not_shown_as_a_root():
         Frame("_get_module_details", runpy_file, 140, qualname="_get_module_details"),
         Frame("_find_and_load", bootstrap, 1360, qualname="_find_and_load"),
         Frame("get_importer", "/usr/lib/python3.12/pkgutil.py", 422, qualname="get_importer"),
+        Frame("main", SPPROF_MAIN, 5, qualname="main"),
     ]
     runner_import = len(p.stacks)
+    m = base + 3
     # the runner importing; the program importing at module level (kept)
-    p.stacks = [*p.stacks, (base, base + 1), (base, 0, base + 1), (base, base + 2)]
+    p.stacks = [*p.stacks, (m, base, base + 1), (m, base, 0, base + 1), (m, base, base + 2)]
     before = len(p.samples)
     p.rows += pack_rows([(2_000_000_000, 1, runner_import, 0, 0)] * 4)
     p.rows += pack_rows([(2_000_000_001, 1, runner_import + 1, 0, 0)] * 2)
     p.rows += pack_rows([(2_000_000_002, 1, runner_import + 2, 0, 0)] * 3)  # runpy's pkgutil
     p._samples = None
 
-    hide_runner(p, frozenset({runpy_file}))
+    hide_spprof_frames(p)
+    assert drop_runner_time(p) == 7
     names = [[f.function_name for f in s.frames] for s in p.samples]
     assert len(names) == before + 2
     assert names[-1] == ["<module>", "_find_and_load"]

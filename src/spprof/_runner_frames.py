@@ -2,13 +2,14 @@
 
 Under `python -m spprof` (or the `spprof` console script) every stack of the main thread
 starts with spprof's runner: the launcher, runpy, `spprof/__main__.py`, `spprof/cli/*`,
-runpy again, then the program's `<module>`. The CLI's own session hides them when it writes
-(cli/record.py hide_runner); a session the program starts itself (a gunicorn `post_fork`
-hook in a worker forked from the CLI's process, `spprof.start()` anywhere under the CLI) and
-a window on the CLI's session get the same here: the leading run of runner frames is cut
-when it holds one of spprof's files (a run of runpy alone is `python -m`'s, not ours, and
-stays). Native frames above the run (`_start`, `Py_RunMain`) stay; those inside it go with it.
-The `@spprof.profile` wrapper's frame, between a caller and the decorated function, goes too.
+runpy again, then the program's `<module>`. Every profile (the CLI's session, a session the
+program starts itself, a gunicorn `post_fork` hook in a worker forked from the CLI's process,
+a window on the CLI's session) gets the same cut here, at stop (_session._tidy): the
+leading run of runner frames is cut when it holds one of spprof's files (a run of runpy
+alone is `python -m`'s, not ours, and stays). The CLI then drops the samples of the runner's
+own time (drop_runner_time). Native frames above the run (`_start`, `Py_RunMain`) stay;
+those inside it go with it. The `@spprof.profile` wrapper's frame, between a caller and the
+decorated function, goes too.
 """
 
 from __future__ import annotations
@@ -54,38 +55,50 @@ def _absolute(name: str) -> str:
         return name
 
 
-def hide_spprof_frames(profile: ProfileData, runner_files: frozenset[str] = frozenset()) -> int:
-    """Cut spprof's runner run from the root of every stack and the @profile wrapper from its
-    middle; return how many stacks changed. `runner_files`: more files that count as runner
-    (the CLI passes its launcher set)."""
-    table = profile.frame_table
-    runner_set = _SPPROF_RUNNER | _RUNPY | runner_files | frozenset(_launchers)
-    kind: dict[int, int] = {}  # frame id -> 0 program, 1 runner, 2 spprof runner, 3 pass-through
+class _Kinds:
+    """Frame id -> 0 program, 1 runner (runpy), 2 spprof's runner, 3 pass-through; cached per
+    profile (stacks share frames)."""
 
-    def kind_of(fid: int) -> int:
-        k = kind.get(fid)
+    def __init__(self, table: list[Frame], runner_files: frozenset[str] = frozenset()) -> None:
+        self.table = table
+        self.extra = runner_files | frozenset(_launchers)
+        self.runner_set = _SPPROF_RUNNER | _RUNPY | self.extra
+        self.cache: dict[int, int] = {}
+
+    def __call__(self, fid: int) -> int:
+        k = self.cache.get(fid)
         if k is None:
-            f: Frame = table[fid]
-            name = f.filename
-            path = name if name in runner_set or name in _PASS_THROUGH else _absolute(name)
-            if f.is_native:
-                k = 0
-            elif (
-                path in _SPPROF_RUNNER
-                or path in _launchers
-                or path in runner_files
-                or path.endswith(_SPPROF_RUNNER_TAILS)  # another install's (a loaded file)
-            ):
-                k = 2
-            elif path in runner_set or path.endswith(_RUNPY_TAIL):
-                k = 1
-            elif path in _PASS_THROUGH:
-                k = 3
-            else:
-                k = 0
-            kind[fid] = k
+            k = self.cache[fid] = self._kind(self.table[fid])
         return k
 
+    def _kind(self, f: Frame) -> int:
+        if f.is_native:
+            return 0
+        name = f.filename
+        path = name if name in self.runner_set or name in _PASS_THROUGH else _absolute(name)
+        if (
+            path in _SPPROF_RUNNER
+            or path in self.extra
+            or path.endswith(_SPPROF_RUNNER_TAILS)  # another install's (a loaded file)
+        ):
+            return 2
+        if path in self.runner_set or path.endswith(_RUNPY_TAIL):
+            return 1
+        if path in _PASS_THROUGH:
+            return 3
+        return 0
+
+
+def is_runner_file(filename: str) -> bool:
+    """A file of the runner's (spprof's CLI, runpy, the launcher): tracebacks drop them."""
+    return _Kinds([Frame("", filename, 0)])(0) in (1, 2)
+
+
+def hide_spprof_frames(profile: ProfileData, runner_files: frozenset[str] = frozenset()) -> int:
+    """Cut spprof's runner run from the root of every stack and the @profile wrapper from its
+    middle; return how many stacks changed. `runner_files`: more files that count as runner."""
+    kind_of = _Kinds(profile.frame_table, runner_files)
+    table = profile.frame_table
     changed = 0
     stacks = profile.stacks
     for sid, ids in enumerate(stacks):
@@ -96,6 +109,23 @@ def hide_spprof_frames(profile: ProfileData, runner_files: frozenset[str] = froz
     if changed:
         profile._samples = None
     return changed
+
+
+def drop_runner_time(profile: ProfileData) -> int:
+    """Drop the samples taken in the runner's own time; return how many. Such a stack still
+    starts at spprof's runner after hide_spprof_frames (the cut needs the program's `<module>`
+    below the run): runpy setting up or cleaning up, or what it calls (pkgutil, importlib)."""
+    kind_of = _Kinds(profile.frame_table)
+    table = profile.frame_table
+    own: set[int] = set()
+    for sid, ids in enumerate(profile.stacks):
+        python = [fid for fid in ids if not table[fid].is_native]
+        n = next((i for i, fid in enumerate(python) if kind_of(fid) not in (1, 2)), len(python))
+        if n == 0 or not any(kind_of(fid) == 2 for fid in python[:n]):
+            continue  # not rooted at a run of spprof's
+        if n == len(python) or table[python[n]].function_name != "<module>":
+            own.add(sid)
+    return profile._drop_stacks(own)
 
 
 def _cut(

@@ -31,7 +31,7 @@ from typing import Any, Optional, TypeVar
 
 from .. import _debug, _exit_calls, _ext, _runner_frames, _session, _stderr
 from .._config import SessionConfig
-from .._model import Frame, ProfileData
+from .._model import ProfileData
 from .._version import __version__
 from ..output import FORMATS, check_format, check_writable, guess_format, write
 from ..output.report import summary
@@ -304,15 +304,6 @@ def _prepare(kind: str, target: str, args: list[str]) -> Any:
     return lambda: exec(compiled, main_globals)
 
 
-# The frames that run the program: the package's CLI, runpy, and (added at each run) the
-# console-script wrapper pip generates (`bin/spprof`). Profiles and tracebacks drop them from
-# the root side, so both look as if `python` had run the program itself.
-_RUNNER_FILES = _session._package_files("cli/__init__.py", "cli/record.py", "__main__.py") | {
-    os.path.abspath(runpy.__file__),
-    "<frozen runpy>",
-}
-
-
 def _launcher_files() -> frozenset[str]:
     """The file that started this process, if it is a launcher of spprof's (the console script).
 
@@ -328,50 +319,18 @@ def _launcher_files() -> frozenset[str]:
     return frozenset(out)
 
 
-def _is_runner_file(filename: str, files: frozenset[str]) -> bool:
-    return filename in files or (
-        not filename.startswith("<") and _session.absolute_path(filename) in files
-    )
-
-
-def hide_runner(profile: ProfileData, files: frozenset[str]) -> None:
-    """Drop the samples taken in the runner's own time and hide the runner's frames above the
-    program's.
-
-    The program's stacks under the runner go launcher / spprof.cli / runpy, then the
-    program's `<module>`. A stack whose Python frames start at the runner and do not reach a
-    `<module>` right below it is the runner's: runpy setting up or cleaning up, or what it
-    calls (pkgutil, importlib, zipimport). Stacks not rooted at the runner (threads) are kept.
-    """
-
-    def is_runner(frame: Frame) -> bool:
-        return _is_runner_file(frame.filename, files)
-
-    def runner_time(frames: list[Frame]) -> bool:
-        python = [f for f in frames if not f.is_native]
-        if not python or not is_runner(python[0]):
-            return False
-        below = next((f for f in python if not is_runner(f)), None)
-        return below is None or below.function_name != "<module>"
-
-    profile.drop_stacks_if(runner_time)
-    profile.drop_root_frames(is_runner)
-
-
-def _program_traceback(
-    tb: Optional[TracebackType], files: frozenset[str]
-) -> Optional[TracebackType]:
+def _program_traceback(tb: Optional[TracebackType]) -> Optional[TracebackType]:
     """`tb` without the runner's entries at its root (the launcher, spprof.cli, runpy)."""
     while (
         tb is not None
         and tb.tb_next is not None
-        and _is_runner_file(tb.tb_frame.f_code.co_filename, files)
+        and _runner_frames.is_runner_file(tb.tb_frame.f_code.co_filename)
     ):
         tb = tb.tb_next
     return tb
 
 
-def _hand_back_to_python(files: frozenset[str]) -> None:
+def _hand_back_to_python() -> None:
     """Make Python print the exception now propagating out of main() as it prints the
     program's own: through whatever sys.excepthook the program left, without our frames."""
     hook = sys.excepthook
@@ -379,7 +338,7 @@ def _hand_back_to_python(files: frozenset[str]) -> None:
     def program_excepthook(
         etype: type[BaseException], value: BaseException, tb: Optional[TracebackType]
     ) -> None:
-        tb = _program_traceback(tb, files)
+        tb = _program_traceback(tb)
         if isinstance(value, BaseException):
             value.with_traceback(tb)  # the default hook prints __traceback__, not `tb`
         hook(etype, value, tb)
@@ -396,7 +355,6 @@ class _Recording:
         opts: argparse.Namespace,
         out: Path,
         fmt: str,
-        runner_files: frozenset[str],
         cfg: Any = None,
         shown_as: str = "",
     ) -> None:
@@ -404,7 +362,6 @@ class _Recording:
         self._out = out
         self._shown_as = shown_as  # the output path as the user gave it
         self._fmt = fmt
-        self._runner_files = runner_files
         self._cfg = cfg
         self._lock = threading.Lock()
         self._done = False
@@ -444,10 +401,10 @@ class _Recording:
         profile = _session.stop() if _session.is_active() else None
         if profile is None:
             return True
-        files = self._runner_files
         # Time in the runner before or after the program (runpy setting up, cleaning up) is not
-        # the program's; above the program's frames the runner's are hidden.
-        hide_runner(profile, files)
+        # the program's (stop() has already cut the runner's frames above the program's).
+        runner = _runner_frames.drop_runner_time(profile)
+        profile.stats["samples_in_profiler"] = profile.stats.get("samples_in_profiler", 0) + runner
         if self._carried is not None:
             profile, self._carried = _exit_calls.join(self._carried, profile), None
         full = self._last = profile
@@ -494,7 +451,7 @@ def record(argv: list[str]) -> int:
 
     # Sessions the program starts under this runner, and windows on ours, hide it too.
     _runner_frames.add_launchers(launcher)
-    recording = _Recording(opts, out, fmt, _RUNNER_FILES | launcher, cfg, str(given))
+    recording = _Recording(opts, out, fmt, cfg, str(given))
     try:
         _ext._watch_exit_signals(recording.on_exit_signal)
         watching = True
@@ -528,7 +485,7 @@ def record(argv: list[str]) -> int:
         if watching:
             _ext._unwatch_exit_signals()
     if uncaught is not None:
-        _hand_back_to_python(_RUNNER_FILES | launcher)
+        _hand_back_to_python()
         raise uncaught
     if not written:  # said on stderr; the exit status stays the program's
         _debug.debug("the profile could not be written")
