@@ -11,6 +11,7 @@ keep the full name.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 ELLIPSIS = "…"
 # Rust legacy mangling, demangled by the C++ demangler: "crate::path::name::h0123456789abcdef"
@@ -52,32 +53,34 @@ def _elide(name: str, open_: str, close: str) -> str:
     return "".join(out) if depth == 0 else name  # unbalanced: leave it as it is
 
 
+def _angle_depths(text: str) -> Iterator[tuple[int, int]]:
+    """(index, depth after it) for each character of `text`: the depth of its `<`/`>`
+    brackets, where the `>` of an arrow `->` is not one."""
+    depth = 0
+    for i, c in enumerate(text):
+        if c == "<":
+            depth += 1
+        elif c == ">" and not text.endswith("-", 0, i):
+            depth -= 1
+        yield i, depth
+
+
 def _short_qualified(name: str) -> str:
     """Rust's `<Type as Trait>::rest` (or `<Type>::rest`): the qualified segment kept, each part
     shortened; `rest` elided as usual."""
-    depth = 0
-    for i, c in enumerate(name):
-        if c == "<":
-            depth += 1
-        elif c == ">" and not name.endswith("-", 0, i):
-            depth -= 1
-            if depth == 0:
-                inner, rest = name[1:i], name[i + 1 :]
-                # "<A<..> as T<..>>": each side shortened; an " as " inside brackets is not split
-                head = " as ".join(short_name(p) for p in _split_as(inner))
-                return "<" + head + ">" + (_elide(rest, "<", ">") if "<" in rest else rest)
+    for i, depth in _angle_depths(name):
+        if depth == 0:  # `name` starts with "<": the first depth 0 is its closing ">"
+            inner, rest = name[1:i], name[i + 1 :]
+            # "<A<..> as T<..>>": each side shortened; an " as " inside brackets is not split
+            head = " as ".join(short_name(p) for p in _split_as(inner))
+            return "<" + head + ">" + (_elide(rest, "<", ">") if "<" in rest else rest)
     return name  # unbalanced: left alone
 
 
 def _split_as(inner: str) -> list[str]:
     """`inner` split at its one " as " outside brackets (Type as Trait), else [inner]."""
-    depth = 0
-    for i, c in enumerate(inner):
-        if c == "<":
-            depth += 1
-        elif c == ">" and not inner.endswith("-", 0, i):
-            depth -= 1
-        elif depth == 0 and inner.startswith(" as ", i):
+    for i, depth in _angle_depths(inner):
+        if depth == 0 and inner.startswith(" as ", i):
             return [inner[:i], inner[i + 4 :]]
     return [inner]
 
