@@ -28,6 +28,8 @@ IMPL_FN = "_RNvMs_Cs4Cv8Wi1oAIB_7mycrateNtB4_7Example3foo"
 GENERIC_FN = "_RINvCs7qp2U7fqm6G_7mycrate7exampleFG0_RL1_hRL0_tEuEB2_"
 IMPL_NAME = "<mycrate::Example>::foo"
 GENERIC_NAME = "mycrate::example::<for<'a, 'b> fn(&'a u8, &'b u16)>"
+# A path nested 300 deep: past the demangler's depth limit (256), so left mangled and counted.
+DEEP_FN = "_R" + "Nv" * 300 + "C1a" + "1b" * 300
 
 SOURCE_TEMPLATE = r"""
 #include <time.h>
@@ -39,18 +41,30 @@ static double cpu(void) {
 static volatile unsigned long sink;
 void impl_fn(void) __asm__("IMPL_FN");
 void generic_fn(void) __asm__("GENERIC_FN");
+void deep_fn(void) __asm__("DEEP_FN");
 __attribute__((noinline)) void impl_fn(void) {
     for (int i = 0; i < 20000; ++i) sink = sink * 6364136223846793005ul + (unsigned long)i;
 }
 __attribute__((noinline)) void generic_fn(void) {
     for (int i = 0; i < 20000; ++i) sink = (sink ^ (sink >> 7)) * 2862933555777941757ul + 3;
 }
+__attribute__((noinline)) void deep_fn(void) {
+    for (int i = 0; i < 20000; ++i) sink = sink * 3 + (unsigned long)i;
+}
+void run_deep(double seconds) {
+    const double end = cpu() + seconds;
+    while (cpu() < end) deep_fn();
+}
 void run(double seconds) {
     const double end = cpu() + seconds;
     while (cpu() < end) { impl_fn(); generic_fn(); }
 }
 """
-SOURCE = SOURCE_TEMPLATE.replace("IMPL_FN", IMPL_FN).replace("GENERIC_FN", GENERIC_FN)
+SOURCE = (
+    SOURCE_TEMPLATE.replace("IMPL_FN", IMPL_FN)
+    .replace("GENERIC_FN", GENERIC_FN)
+    .replace("DEEP_FN", DEEP_FN)
+)
 
 
 def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path):
@@ -80,3 +94,27 @@ def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path
     doc = json.loads(render(p.profile, "speedscope"))
     names = {f["name"] for f in doc["shared"]["frames"]}
     assert GENERIC_NAME in names and IMPL_NAME in names, names
+
+
+def test_names_left_mangled_by_a_limit_are_counted_per_session(tmp_path):
+    # The counter runs since the extension was loaded; each session reports its own share, so
+    # a session that met no such name says 0 after one that did (the old stats said 1+ again).
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    src = tmp_path / "deep.c"
+    src.write_text(SOURCE)
+    lib = tmp_path / "libdeep.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+    dll = ctypes.CDLL(str(lib))
+    dll.run_deep.argtypes = dll.run.argtypes = [ctypes.c_double]
+    with spprof.Profiler(interval_ms=1, native=True) as deep:
+        dll.run_deep(0.3)
+    assert deep.profile is not None
+    leaves = native_leaf_counts(deep.profile.samples, lambda f: f.filename == str(lib))
+    assert leaves.get(DEEP_FN, 0) >= 1, leaves  # left as it was mangled
+    assert deep.profile.stats.get("rust_names_over_limit", 0) >= 1, deep.profile.stats
+    with spprof.Profiler(interval_ms=1, native=True) as plain:
+        dll.run(0.3)
+    assert plain.profile is not None
+    assert plain.profile.stats.get("rust_names_over_limit") == 0, plain.profile.stats

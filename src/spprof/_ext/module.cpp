@@ -28,7 +28,6 @@
 #include "session/stack_store.h"
 #include "session/thread_exit_watch.h"
 #include "thread_start_hook.h"
-#include "unwind/rust_demangle.h"
 #include "unwind/unwinder.h"
 
 namespace spprof {
@@ -178,7 +177,7 @@ PyObject* build_stats(const Session* s) {
              put(d, "native_fp_steps", PyLong_FromUnsignedLongLong(cs.native_fp_steps)) &&
              put(d, "eval_ranges", PyLong_FromUnsignedLong(s->eval_range_count())) &&
              put(d, "modules_without_cfi", PyLong_FromUnsignedLongLong(s->unwind_tables()->modules_without_cfi())) &&
-             put(d, "rust_names_over_limit", PyLong_FromUnsignedLongLong(rust_names_over_limit()));
+             put(d, "rust_names_over_limit", PyLong_FromUnsignedLongLong(s->rust_names_over_limit()));
         PyObject* stops = ok ? PyDict_New() : nullptr;
         ok = stops != nullptr;
         for (int i = 0; ok && i < 10; ++i)

@@ -8,6 +8,7 @@
 #include "../log.h"
 #include "../signal_handler.h"
 #include "../unwind/eval_ranges.h"
+#include "../unwind/rust_demangle.h"
 
 namespace spprof {
 
@@ -24,6 +25,7 @@ Error Session::start() {
     capture_reset_stats();
     platform_reset_stats();
     start_ns_ = platform_monotonic_ns();
+    rust_over_limit_at_start_ = spprof::rust_names_over_limit();
     // Before the first capture: from here no code object a sample may name can be freed
     // before the drain has resolved it.
     keepalive_.activate();
@@ -225,6 +227,10 @@ void Session::scan_threads() {
 
 void Session::drain_all() {
     drain_.drain_all(memory_bytes() > config_.memory_limit_bytes);
+}
+
+uint64_t Session::rust_names_over_limit() const {
+    return spprof::rust_names_over_limit() - rust_over_limit_at_start_;
 }
 
 void Session::drain_rings() {

@@ -109,6 +109,8 @@ public:
     const UnwindTables* unwind_tables() const { return unwind_.get(); }
     const BudgetState& budget() const { return budget_.state(); }
     uint64_t drain_ns() const { return drain_ns_; }
+    // Rust v0 names this session left mangled by a demangler limit (the counter runs since load).
+    uint64_t rust_names_over_limit() const;
     uint32_t eval_range_count() const { return drain_.builder().eval_ranges().count; }
     // GIL held. The CPU balance (cpu_balance.h): from start() to stop(), or to now while running.
     CpuBalance cpu_balance() const;
@@ -138,6 +140,7 @@ private:
     ProgressLine progress_;
     uint64_t passes_ = 0;
     uint64_t start_ns_ = 0, end_ns_ = 0;
+    uint64_t rust_over_limit_at_start_ = 0;
     uint64_t drain_ns_ = 0;  // time the drain spent holding the GIL
     bool running_ = false;
     bool must_leak_ = false;

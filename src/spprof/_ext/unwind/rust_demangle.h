@@ -41,8 +41,8 @@ constexpr size_t kRustMaxOutputBytes = 16 * 1024;
 bool rust_v0_demangle(const char* mangled, std::string* out);
 
 // How many v0 symbols were left mangled because they went past a limit above (input, depth,
-// output or steps), since the extension was loaded: stats()["rust_names_over_limit"]. Any
-// thread (a relaxed atomic).
+// output or steps), since the extension was loaded (a session reports its own share:
+// stats()["rust_names_over_limit"]). Any thread (a relaxed atomic).
 uint64_t rust_names_over_limit();
 
 }  // namespace spprof
