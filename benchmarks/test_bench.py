@@ -188,3 +188,14 @@ def test_native_pool_benchmark_reports_share_and_tvd_per_tool(capsys):
     assert all(c[1] == "not installed" or "," in c[2] for c in cells), rows
     spprof_tvd = float(cells[0][2].split(",")[0])
     assert spprof_tvd <= 0.2, rows
+
+
+def test_window_cost_benchmark_prints_a_row_per_stage(capsys):
+    """benchmarks/window_cost.py at a tiny size: one row per stage, rows growing."""
+    from benchmarks import window_cost
+
+    assert window_cost.main(["--seconds", "1", "--stages", "2", "--windows", "5"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| ") and "us |" in r]
+    assert len(rows) == 2, rows
+    counts = [int(r.split("|")[1]) for r in rows]
+    assert counts[1] > counts[0], rows

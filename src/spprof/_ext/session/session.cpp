@@ -226,6 +226,7 @@ void Session::scan_threads() {
 }
 
 void Session::drain_all() {
+    store_.mark_time(platform_monotonic_ns());  // before the pass: every row held is older
     drain_.drain_all(memory_bytes() > config_.memory_limit_bytes);
 }
 

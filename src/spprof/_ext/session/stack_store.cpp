@@ -37,7 +37,10 @@ void StackStore::fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, 
     SampleRow& row = blocks_[i / kRowsPerBlock][i % kRowsPerBlock];
     row.weight_ns += weight_ns;
     if (timestamp_ns > row.timestamp_ns) row.timestamp_ns = timestamp_ns;
-    if (!counted) return;
+    if (!counted) {
+        folded_.emplace(i, 0);  // no more samples, but its time moved: windows must see it
+        return;
+    }
     ++folded_[i];
     ++folded_extra_;
 }

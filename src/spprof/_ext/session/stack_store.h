@@ -9,8 +9,10 @@
 // Threads: the drain only, GIL held.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -52,25 +54,43 @@ public:
     // the samples it holds (see fold_into).
     void copy_samples(SampleRow* out) const;
     // Appends to out the samples copy_samples() would give whose time is in [t0_ns, t1_ns]
-    // and whose thread record id `keep_thread(id)` accepts (a window on the session: the
-    // rows are scanned, not indexed; a folded row is cut into its samples first).
+    // and whose thread record id `keep_thread(id)` accepts (a window on the session; a folded
+    // row is cut into its samples first). Rows are read from first_row_for(t0_ns) on, plus
+    // the folded rows before it (their time moves on with their wait), in row order: a
+    // window's cost follows the rows since its start, not the session's length.
     template <class KeepThread>
     void copy_samples_between(uint64_t t0_ns, uint64_t t1_ns, KeepThread keep_thread, std::vector<SampleRow>* out) const {
-        for (size_t i = 0; i < rows_; ++i) {
-            const SampleRow& row = sample(i);
-            if (!keep_thread(row.thread_and_flags & kSerialMask)) continue;
-            const auto it = folded_.empty() ? folded_.end() : folded_.find(i);
-            const uint64_t n = it == folded_.end() ? 1 : it->second + 1;
-            if (n == 1) {
-                if (row.timestamp_ns >= t0_ns && row.timestamp_ns <= t1_ns) out->push_back(row);
-                continue;
-            }
-            for (uint64_t k = 0; k < n; ++k) {
-                const SampleRow p = piece(row, n, k);
-                if (p.timestamp_ns >= t0_ns && p.timestamp_ns <= t1_ns) out->push_back(p);
-            }
+        const size_t first = first_row_for(t0_ns);
+        if (first > 0 && !folded_.empty()) {
+            std::vector<size_t> early;
+            for (const auto& kv : folded_)
+                if (kv.first < first) early.push_back(kv.first);
+            std::sort(early.begin(), early.end());
+            for (const size_t i : early) copy_row_between(i, t0_ns, t1_ns, keep_thread, out);
         }
+        for (size_t i = first; i < rows_; ++i) copy_row_between(i, t0_ns, t1_ns, keep_thread, out);
     }
+    // Time marks, for windows: the drain notes (now, rows held) before each pass, at most one
+    // mark per kRowsPerMark rows. Every row is stamped no later than it is added, so the rows
+    // before a mark are all older than the mark, except folded rows (handled apart).
+    static constexpr size_t kRowsPerMark = 1024;
+    void mark_time(uint64_t now_ns) {
+        const size_t since = marks_.empty() ? rows_ : rows_ - marks_.back().rows;
+        if (since >= kRowsPerMark) marks_.push_back(TimeMark{now_ns, rows_});
+    }
+    // The first row a window starting at t0_ns can need (0: scan from the start). Marks are
+    // trusted only kMarkSlackNs before t0, against any skew between the clocks of a mark and
+    // of a sample.
+    static constexpr uint64_t kMarkSlackNs = 50000000;
+    size_t first_row_for(uint64_t t0_ns) const {
+        if (t0_ns <= kMarkSlackNs) return 0;
+        const uint64_t before = t0_ns - kMarkSlackNs;
+        // The last mark stamped before `before` (marks are in time order).
+        const auto it = std::partition_point(marks_.begin(), marks_.end(),
+                                             [before](const TimeMark& m) { return m.time_ns < before; });
+        return it == marks_.begin() ? 0 : std::prev(it)->rows;
+    }
+    size_t mark_count() const { return marks_.size(); }
 
     // Rows held (a folded row is one), and the samples folded into rows that held one already.
     size_t row_count() const { return rows_; }
@@ -86,12 +106,32 @@ public:
     void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, bool counted);
 
     size_t memory_bytes() const {
-        return pool_.capacity() * 4 + offsets_.capacity() * 4 + index_.size() * 48 +
+        return pool_.capacity() * 4 + offsets_.capacity() * 4 + index_.size() * 48 + marks_.capacity() * sizeof(TimeMark) +
                blocks_.size() * kRowsPerBlock * sizeof(SampleRow) + folded_.size() * kFoldedNodeBytes +
                folded_extra_ * sizeof(SampleRow);  // what the folded samples take once exported
     }
 
 private:
+    struct TimeMark {
+        uint64_t time_ns;
+        size_t rows;
+    };
+    template <class KeepThread>
+    void copy_row_between(size_t i, uint64_t t0_ns, uint64_t t1_ns, KeepThread& keep_thread,
+                          std::vector<SampleRow>* out) const {
+        const SampleRow& row = sample(i);
+        if (!keep_thread(row.thread_and_flags & kSerialMask)) return;
+        const auto it = folded_.empty() ? folded_.end() : folded_.find(i);
+        const uint64_t n = it == folded_.end() ? 1 : it->second + 1;
+        if (n == 1) {
+            if (row.timestamp_ns >= t0_ns && row.timestamp_ns <= t1_ns) out->push_back(row);
+            return;
+        }
+        for (uint64_t k = 0; k < n; ++k) {
+            const SampleRow p = piece(row, n, k);
+            if (p.timestamp_ns >= t0_ns && p.timestamp_ns <= t1_ns) out->push_back(p);
+        }
+    }
     // Sample k of the n a folded row holds (see fold_into).
     static SampleRow piece(const SampleRow& row, uint64_t n, uint64_t k);
     static uint64_t hash(const uint32_t* frames, uint32_t n);
@@ -106,6 +146,7 @@ private:
     static constexpr size_t kFoldedNodeBytes = 48;
     std::unordered_map<size_t, uint64_t> folded_;
     size_t folded_extra_ = 0;
+    std::vector<TimeMark> marks_;
 };
 
 }  // namespace spprof
