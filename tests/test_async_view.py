@@ -63,11 +63,23 @@ def _share(a: float, b: float) -> float:
 
 
 @skip_when_emulated("a CPU share measured against the thread's CPU clock")
-def test_cpu_samples_are_rooted_at_their_tasks_in_the_measured_ratio(tmp_path: Any) -> None:
-    d = _run(tmp_path, "three", use_async=True)
+@pytest.mark.parametrize("case", ["three", "pytasks", "window"])
+def test_cpu_samples_are_rooted_at_their_tasks_in_the_measured_ratio(
+    tmp_path: Any, case: str
+) -> None:
+    # three: C tasks (_asyncio); pytasks: asyncio's pure-Python Task, whose Task.__step frame
+    # must go too; window: a Profiler(async_tasks=True) block on a session without it.
+    d = _run(tmp_path, case, use_async=True)
     assert d["metadata"]["async_tasks"] is True
     roots = _weight_by_root(d["samples"])
-    allowed = {"<task> crunch_a", "<task> crunch_b", "<task> sleeper", "<task> three", EVENT_LOOP}
+    allowed = {
+        "<task> crunch_a",
+        "<task> crunch_b",
+        "<task> sleeper",
+        "<task> three",
+        "<task> three_pure_python_tasks",
+        EVENT_LOOP,
+    }
     assert set(roots) <= allowed, roots
     total = sum(roots.values())
     a, b = roots["<task> crunch_a"], roots["<task> crunch_b"]
@@ -90,8 +102,9 @@ def test_cpu_samples_are_rooted_at_their_tasks_in_the_measured_ratio(tmp_path: A
     assert by_line[d["loop_line"]] >= 0.8 * a
 
 
-def test_without_async_tasks_the_loop_stays_on_the_stack(tmp_path: Any) -> None:
-    d = _run(tmp_path, "three", use_async=False)
+@pytest.mark.parametrize("case", ["three", "window"])
+def test_without_async_tasks_the_loop_stays_on_the_stack(tmp_path: Any, case: str) -> None:
+    d = _run(tmp_path, case, use_async=False)
     assert d["metadata"]["async_tasks"] is False
     roots = _weight_by_root(d["samples"])
     assert not any(r.startswith("<task>") or r == EVENT_LOOP for r in roots), roots
@@ -130,7 +143,9 @@ def test_loops_in_two_threads_each_root_their_own_tasks(tmp_path: Any) -> None:
         if frames[0][0].startswith("<task> "):
             assert not any(f[1].endswith("threading.py") for f in frames), frames
     loops = [
-        roots for roots in per_thread.values() if roots.get("<task> crunch_a") or roots.get(EVENT_LOOP)
+        roots
+        for roots in per_thread.values()
+        if roots.get("<task> crunch_a") or roots.get(EVENT_LOOP)
     ]
     assert len(loops) == 2, {t: dict(r) for t, r in per_thread.items()}
     for roots in loops:

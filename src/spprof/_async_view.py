@@ -70,11 +70,12 @@ _SCAFFOLDING: dict[str, Optional[frozenset[str]]] = {
         }
     ),
 }
-# The scaffolding frames right above a task's coroutine.
+# The scaffolding frames that call a task's coroutine (or a callback) right below them.
 _STEPS = frozenset({"__step", "__step_run_and_handle_result", "__wakeup"})
 
-# Frame kinds.
-_OTHER, _ASYNCIO, _LOOP, _HANDLE, _STEP = range(5)
+# Frame kinds: not asyncio's, asyncio's other code, loop scaffolding, scaffolding that runs
+# a task's step or a callback (Handle._run, the pure-Python Task's step).
+_OTHER, _ASYNCIO, _LOOP, _RUNS_CODE = range(4)
 
 
 def _kind(frame: Frame) -> int:
@@ -92,10 +93,8 @@ def _kind(frame: Frame) -> int:
     names = _SCAFFOLDING[base]
     if names is not None and frame.function_name not in names:
         return _ASYNCIO
-    if base == "events.py":
-        return _HANDLE
-    if base == "tasks.py" and frame.function_name in _STEPS:
-        return _STEP
+    if base == "events.py" or (base == "tasks.py" and frame.function_name in _STEPS):
+        return _RUNS_CODE
     return _LOOP
 
 
@@ -126,7 +125,7 @@ def root_at_tasks(profile: ProfileData) -> dict[str, int]:
     samples rooted at a task and at the event loop, as stats."""
     table = profile.frame_table
     kinds: dict[int, int] = {}
-    coroutine: dict[int, bool] = {}
+    coroutine: dict[tuple[str, str, int], bool] = {}
     added: dict[str, int] = {}
 
     def kind_of(fid: int) -> int:
@@ -134,6 +133,14 @@ def root_at_tasks(profile: ProfileData) -> dict[str, int]:
         if k is None:
             k = kinds[fid] = _kind(table[fid])
         return k
+
+    def is_coroutine(fid: int) -> bool:
+        f = table[fid]
+        key = (f.filename, f.function_name, f.first_lineno)
+        c = coroutine.get(key)
+        if c is None:
+            c = coroutine[key] = _is_coroutine(f)
+        return c
 
     def synthetic_id(name: str) -> int:
         fid = added.get(name)
@@ -147,26 +154,14 @@ def root_at_tasks(profile: ProfileData) -> dict[str, int]:
     loops: set[int] = set()
     stacks = profile.stacks
     for sid, ids in enumerate(stacks):
-        last = next(
-            (i for i in range(len(ids) - 1, -1, -1) if kind_of(ids[i]) >= _LOOP), None
-        )
+        last = next((i for i in range(len(ids) - 1, -1, -1) if kind_of(ids[i]) >= _LOOP), None)
         if last is None:
             continue  # not in an event loop
         rest = ids[last + 1 :]
         at = next((i for i, fid in enumerate(rest) if not table[fid].is_native), None)
-        task = False
-        if at is not None:
-            how = kind_of(ids[last])
-            if how == _STEP:
-                task = True
-            elif how == _HANDLE:
-                fid = rest[at]
-                is_coro = coroutine.get(fid)
-                if is_coro is None:
-                    is_coro = coroutine[fid] = _is_coroutine(table[fid])
-                task = is_coro
-        if task:
-            assert at is not None
+        # A task's coroutine sits right below a step (pure-Python Task) or Handle._run (C
+        # Task); what the step itself calls (loop.call_soon) and plain callbacks are the loop's.
+        if at is not None and kind_of(ids[last]) == _RUNS_CODE and is_coroutine(rest[at]):
             head = synthetic_id(TASK_PREFIX + table[rest[at]].display_name)
             stacks[sid] = (head, *rest[at:])
             tasks.add(sid)

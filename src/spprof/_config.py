@@ -83,7 +83,9 @@ class SessionConfig:
                 f"{name('timer')} must be one of {', '.join(TIMERS)}, got {self.timer!r}"
             )
         if not isinstance(self.async_tasks, bool):
-            raise ValueError(f"{name('async_tasks')} must be True or False, got {self.async_tasks!r}")
+            raise ValueError(
+                f"{name('async_tasks')} must be True or False, got {self.async_tasks!r}"
+            )
         path = check_writable(self.output_path) if self.output_path is not None else None
         fmt = check_format(self.output_format) if self.output_format is not None else None
         if fmt is None:

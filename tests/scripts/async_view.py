@@ -8,6 +8,9 @@ clock how much CPU their own work takes (crunch_a twice crunch_b's), each yieldi
 loop with `await asyncio.sleep(0)` between chunks, and a third task that only awaits
 asyncio.sleep. CASE "gather": a parent task awaiting gather() of two CPU-bound children,
 child_x and child_y. CASE "threads": the "three" program's loop run in two threads at once.
+CASE "pytasks": "three" with asyncio's pure-Python Task (a task factory), whose step is a
+Python frame (Task.__step) where the C task has none. CASE "window": "three" inside a
+`Profiler(async_tasks=True)` block on a session started without it.
 ASYNC is "1" for spprof.start(async_tasks=True), "0" without, "cli" for neither (the program
 runs under `spprof --async`). Writes to OUT.json what each
 task measured and, per sample, its weight, thread and frames (name, file, line), root first.
@@ -21,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import spprof
 
@@ -76,6 +80,14 @@ async def three(scale: float) -> None:
     )
 
 
+async def three_pure_python_tasks(scale: float) -> None:
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Future[Any]:
+        return asyncio.tasks._PyTask(coro, loop=loop, **kw)  # type: ignore[attr-defined]
+
+    asyncio.get_running_loop().set_task_factory(factory)
+    await asyncio.ensure_future(three(scale))
+
+
 async def child_x(seconds: float) -> None:
     await crunch_a(seconds, "child_x")
 
@@ -91,9 +103,15 @@ async def parent() -> None:
 def main() -> None:
     case, how = sys.argv[1], sys.argv[2]
     if how != "cli":
-        spprof.start(interval_ms=2, async_tasks=how == "1")
+        spprof.start(interval_ms=2, async_tasks=how == "1" and case != "window")
+    window = None
     if case == "three":
         asyncio.run(three(1.0))
+    elif case == "pytasks":
+        asyncio.run(three_pure_python_tasks(1.0))
+    elif case == "window":
+        with spprof.Profiler(async_tasks=how == "1") as window:
+            asyncio.run(three(1.0))
     elif case == "gather":
         asyncio.run(parent())
     elif case == "threads":
@@ -107,6 +125,9 @@ def main() -> None:
     if how == "cli":
         return
     profile = spprof.stop()
+    if window is not None:
+        assert window.profile is not None
+        profile = window.profile
     samples = [
         [s.weight_ns, s.thread_id, [[f.display_name, f.filename, f.lineno] for f in s.frames]]
         for s in profile.samples
