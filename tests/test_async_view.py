@@ -80,7 +80,11 @@ def test_cpu_samples_are_rooted_at_their_tasks_in_the_measured_ratio(
         "<task> three_pure_python_tasks",
         EVENT_LOOP,
     }
-    assert set(roots) <= allowed, roots
+    # Outside the loop (main() making the coroutine before asyncio.run, a window's block
+    # around it) stacks are the program's as ever, and hold none of the loop's frames.
+    outside = {r for r in roots if r not in allowed}
+    assert outside <= {"<module>"}, roots
+    assert sum(roots[r] for r in outside) <= 0.05 * sum(roots.values()), roots
     total = sum(roots.values())
     a, b = roots["<task> crunch_a"], roots["<task> crunch_b"]
     assert a + b >= 0.85 * total, roots  # the loop's own time is small
@@ -97,7 +101,10 @@ def test_cpu_samples_are_rooted_at_their_tasks_in_the_measured_ratio(
             by_line[frames[1][2]] += weight
         if frames[0][0].startswith("<task> "):
             assert not any(_is_scaffolding(f, d["asyncio_dir"]) for f in frames), frames
-        assert not any(f[0] in ("<module>", "main") for f in frames), frames
+        if frames[0][0] in allowed:
+            assert not any(f[0] in ("<module>", "main") for f in frames), frames
+        else:
+            assert not any(_is_scaffolding(f, d["asyncio_dir"]) for f in frames), frames
     assert max(by_line, key=by_line.__getitem__) == d["loop_line"], dict(by_line)
     assert by_line[d["loop_line"]] >= 0.8 * a
 
@@ -128,10 +135,15 @@ def test_gathered_children_are_rooted_at_their_own_tasks(tmp_path: Any) -> None:
     assert x + y >= 0.85 * sum(roots.values()), roots
     m = d["measured"]
     assert abs(_share(x, y) - _share(m["child_x"], m["child_y"])) <= SHARE_TOLERANCE, (roots, m)
-    for _, _, frames in d["samples"]:
+    in_crunch_a = 0
+    for weight, _, frames in d["samples"]:
         if frames[0][0] == "<task> child_x":
-            assert [f[0] for f in frames[1:3]] == ["child_x", "crunch_a"], frames
+            assert frames[1][0] == "child_x", frames
+            # (a sample may find child_x on its await line, passing crunch_a's result on)
+            if frames[2:3] and frames[2][0] == "crunch_a":
+                in_crunch_a += weight
         assert "parent" not in [f[0] for f in frames[1:]], frames
+    assert in_crunch_a >= 0.9 * x, (in_crunch_a, x)
 
 
 def test_loops_in_two_threads_each_root_their_own_tasks(tmp_path: Any) -> None:
