@@ -124,15 +124,10 @@ def root_at_tasks(profile: ProfileData) -> dict[str, int]:
     """Rewrite the profile's stacks in place (see the module's docstring); return the
     samples rooted at a task and at the event loop, as stats."""
     table = profile.frame_table
-    kinds: dict[int, int] = {}
+    kinds = [_kind(f) for f in table]  # per frame id; the table is small beside the stacks
+    scaffolding = frozenset(fid for fid, k in enumerate(kinds) if k >= _LOOP)
     coroutine: dict[tuple[str, str, int], bool] = {}
     added: dict[str, int] = {}
-
-    def kind_of(fid: int) -> int:
-        k = kinds.get(fid)
-        if k is None:
-            k = kinds[fid] = _kind(table[fid])
-        return k
 
     def is_coroutine(fid: int) -> bool:
         f = table[fid]
@@ -147,21 +142,21 @@ def root_at_tasks(profile: ProfileData) -> dict[str, int]:
         if fid is None:
             fid = added[name] = len(table)
             table.append(_synthetic(name))
-            kinds[fid] = _OTHER
+            kinds.append(_OTHER)
         return fid
 
     tasks: set[int] = set()
     loops: set[int] = set()
     stacks = profile.stacks
     for sid, ids in enumerate(stacks):
-        last = next((i for i in range(len(ids) - 1, -1, -1) if kind_of(ids[i]) >= _LOOP), None)
-        if last is None:
+        if not scaffolding or scaffolding.isdisjoint(ids):
             continue  # not in an event loop
+        last = next(i for i in range(len(ids) - 1, -1, -1) if ids[i] in scaffolding)
         rest = ids[last + 1 :]
         at = next((i for i, fid in enumerate(rest) if not table[fid].is_native), None)
         # A task's coroutine sits right below a step (pure-Python Task) or Handle._run (C
         # Task); what the step itself calls (loop.call_soon) and plain callbacks are the loop's.
-        if at is not None and kind_of(ids[last]) == _RUNS_CODE and is_coroutine(rest[at]):
+        if at is not None and kinds[ids[last]] == _RUNS_CODE and is_coroutine(rest[at]):
             head = synthetic_id(TASK_PREFIX + table[rest[at]].display_name)
             stacks[sid] = (head, *rest[at:])
             tasks.add(sid)
