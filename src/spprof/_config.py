@@ -33,6 +33,7 @@ class ValidConfig:
     timer: str
     interpreter_frames: bool
     max_overhead_pct: Optional[float]
+    async_tasks: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class SessionConfig:
     timer: object = "auto"
     interpreter_frames: object = False
     max_overhead_pct: object = None
+    async_tasks: object = False
 
     def validate(self, names: Mapping[str, str] = {}) -> ValidConfig:
         """Check every argument; raise ValueError (OSError: output path) naming the first bad one.
@@ -80,6 +82,10 @@ class SessionConfig:
             raise ValueError(
                 f"{name('timer')} must be one of {', '.join(TIMERS)}, got {self.timer!r}"
             )
+        if not isinstance(self.async_tasks, bool):
+            raise ValueError(
+                f"{name('async_tasks')} must be True or False, got {self.async_tasks!r}"
+            )
         path = check_writable(self.output_path) if self.output_path is not None else None
         fmt = check_format(self.output_format) if self.output_format is not None else None
         if fmt is None:
@@ -104,6 +110,7 @@ class SessionConfig:
             timer=str(self.timer),
             interpreter_frames=bool(self.interpreter_frames),
             max_overhead_pct=overhead_pct,
+            async_tasks=self.async_tasks,
         )
 
 

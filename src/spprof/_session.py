@@ -20,6 +20,7 @@ import threading
 from typing import Any, Callable, Optional, TypeVar
 
 from . import (
+    _async_view,
     _children,
     _debug,
     _exit_calls,
@@ -108,6 +109,7 @@ _INNER_FILES = _package_files(
     "_exit_calls.py",
     "_mypyc_names.py",
     "_runner_frames.py",
+    "_async_view.py",
 )
 
 
@@ -183,6 +185,7 @@ def start(
     progress: bool = False,
     interpreter_frames: bool = False,
     max_overhead_pct: Optional[float] = None,
+    async_tasks: bool = False,
 ) -> None:
     """Start sampling every Python thread of this process.
 
@@ -197,6 +200,8 @@ def start(
     order; interpreter_frames keeps CPython's own C frames, which are folded away by default.
     max_overhead_pct: an overhead budget: the profiler measures its own cost and widens the
     interval (never below interval_ms) to stay under it; stats()["effective_interval_ms"].
+    async_tasks: root each sample taken in an asyncio event loop at its task (`<task> coro`)
+    or at `<event loop>`, folding the loop's own frames away (docs/usage.md, "asyncio").
     """
     cfg = SessionConfig(
         interval_ms=interval_ms,
@@ -208,6 +213,7 @@ def start(
         timer=timer,
         interpreter_frames=interpreter_frames,
         max_overhead_pct=max_overhead_pct,
+        async_tasks=async_tasks,
     ).validate()
     start_checked(cfg, progress=progress)
 
@@ -261,6 +267,8 @@ def _tidy(profile: Profile) -> Profile:
         _is_profiler_frame, _is_inner_profiler_frame
     )
     _runner_frames.hide_spprof_frames(profile)
+    if profile.metadata.get("async_tasks"):
+        profile.stats.update(_async_view.root_at_tasks(profile))
     return profile
 
 
@@ -394,6 +402,7 @@ def _metadata(cfg: ValidConfig) -> dict[str, Any]:
         "name": " ".join(sys.argv) or "spprof profile",
         "mode": cfg.mode,
         "interval_ms": cfg.interval_ms,
+        "async_tasks": cfg.async_tasks,
     }
 
 
@@ -432,6 +441,7 @@ class Profiler:
         timer: str = "auto",
         interpreter_frames: bool = False,
         max_overhead_pct: Optional[float] = None,
+        async_tasks: bool = False,
         thread: Optional[str] = None,
         labels: Optional[dict[str, str]] = None,
     ) -> None:
@@ -446,6 +456,7 @@ class Profiler:
             timer=timer,
             interpreter_frames=interpreter_frames,
             max_overhead_pct=max_overhead_pct,
+            async_tasks=async_tasks,
         ).validate()
         self._thread = _windows.check_thread(thread)
         self._labels = _windows.check_labels(labels)
@@ -491,12 +502,19 @@ class Profiler:
             with _lock:
                 same = _ext.is_active() and _generation == window.generation
             if same:
-                profile = window.close(_metadata(window.session), _tidy)
+                profile = window.close(self._window_metadata(window), _tidy)
             else:  # the session stopped (or this is a forked child): the program goes on
                 profile = window.orphaned(_metadata(window.session))
             self._write(profile)
         self.profile = profile
         return profile
+
+    def _window_metadata(self, window: _windows.Window) -> dict[str, Any]:
+        """The session's metadata; async_tasks=True asked of a window gives it the asyncio
+        view even when its session has none (the view is made from the stacks at stop)."""
+        metadata = _metadata(window.session)
+        metadata["async_tasks"] = metadata["async_tasks"] or self._config.async_tasks
+        return metadata
 
     def _write(self, profile: Profile) -> None:
         """A window's profile (or one narrowed to a thread or labelled) goes to output_path."""

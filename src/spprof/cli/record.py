@@ -107,6 +107,12 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
         help="with --native: keep CPython's own C frames (folded away by default)",
     )
     p.add_argument(
+        "--async",
+        dest="async_tasks",
+        action="store_true",
+        help="asyncio: root each sample at its task (<task> coroutine), not the event loop",
+    )
+    p.add_argument(
         "--max-overhead",
         type=float,
         default=None,
@@ -204,6 +210,7 @@ def session_config(opts: argparse.Namespace, fmt: str) -> Any:
         timer=opts.timer,
         interpreter_frames=opts.interpreter_frames,
         max_overhead_pct=opts.max_overhead,
+        async_tasks=opts.async_tasks,
     ).validate(names={"max_overhead_pct": "--max-overhead"})
 
 

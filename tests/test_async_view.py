@@ -1,0 +1,188 @@
+"""The asyncio view (issue 26, first slice): with async_tasks=True (`--async`), a sample taken
+in an event loop is rooted at its task, `<task> COROUTINE`, or at `<event loop>`, and the
+loop's scaffolding (asyncio.run, run_forever, _run_once, Handle._run, Task.__step) is gone.
+
+Each case runs tests/scripts/async_view.py in its own interpreter. In "three", crunch_a and
+crunch_b measure their own CPU time with the thread's CPU clock (crunch_a does twice
+crunch_b's work), yielding to the loop between chunks of pseudo-random length, and a third
+task only sleeps. Before async_tasks existed every such stack started at the program's
+`<module>`, then asyncio's frames, and start() refused the argument: these tests fail there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+import spprof
+from conftest import SCRIPTS, run_python, skip_when_emulated
+
+EVENT_LOOP = "<event loop>"
+# Functions of asyncio's that run the loop or a task's step (their last name component).
+SCAFFOLDING = {
+    "run",
+    "run_until_complete",
+    "run_forever",
+    "_run_once",
+    "_run",
+    "__step",
+    "__step_run_and_handle_result",
+    "__wakeup",
+}
+# The error a share measured over ~1.8 s of CPU at a 4 ms tick may have (~450 samples: the
+# binomial error of a 2/3 share is about 2 points; 8 is four of them).
+SHARE_TOLERANCE = 0.08
+
+
+def _run(tmp_path: Any, case: str, use_async: bool) -> dict[str, Any]:
+    out = tmp_path / "out.json"
+    r = run_python(str(SCRIPTS / "async_view.py"), case, "1" if use_async else "0", str(out))
+    assert r.returncode == 0, r.stderr
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def _weight_by_root(samples: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for weight, _, frames in samples:
+        out[frames[0][0] if frames else ""] += weight
+    return dict(out)
+
+
+def _is_scaffolding(frame: list[Any], asyncio_dir: str) -> bool:
+    name, filename, _ = frame
+    return os.path.dirname(filename) == asyncio_dir and name.split(".")[-1] in SCAFFOLDING
+
+
+def _share(a: float, b: float) -> float:
+    return a / (a + b)
+
+
+@skip_when_emulated("a CPU share measured against the thread's CPU clock")
+@pytest.mark.parametrize("case", ["three", "pytasks", "window"])
+def test_cpu_samples_are_rooted_at_their_tasks_in_the_measured_ratio(
+    tmp_path: Any, case: str
+) -> None:
+    # three: C tasks (_asyncio); pytasks: asyncio's pure-Python Task, whose Task.__step frame
+    # must go too; window: a Profiler(async_tasks=True) block on a session without it.
+    d = _run(tmp_path, case, use_async=True)
+    assert d["metadata"]["async_tasks"] is True
+    roots = _weight_by_root(d["samples"])
+    allowed = {
+        "<task> crunch_a",
+        "<task> crunch_b",
+        "<task> sleeper",
+        "<task> three",
+        "<task> three_pure_python_tasks",
+        EVENT_LOOP,
+    }
+    # Outside the loop (main() making the coroutine before asyncio.run, a window's block
+    # around it) stacks are the program's as ever, and hold none of the loop's frames.
+    outside = {r for r in roots if r not in allowed}
+    assert outside <= {"<module>"}, roots
+    assert sum(roots[r] for r in outside) <= 0.05 * sum(roots.values()), roots
+    total = sum(roots.values())
+    a, b = roots["<task> crunch_a"], roots["<task> crunch_b"]
+    assert a + b >= 0.85 * total, roots  # the loop's own time is small
+    m = d["measured"]
+    assert abs(_share(a, b) - _share(m["crunch_a"], m["crunch_b"])) <= SHARE_TOLERANCE, (
+        roots,
+        m,
+    )
+    # Below the root: the coroutine itself, most of its time on its loop's line.
+    by_line: dict[int, int] = defaultdict(int)
+    for weight, _, frames in d["samples"]:
+        if frames[0][0] == "<task> crunch_a":
+            assert frames[1][0] == "crunch_a", frames
+            by_line[frames[1][2]] += weight
+        if frames[0][0].startswith("<task> "):
+            assert not any(_is_scaffolding(f, d["asyncio_dir"]) for f in frames), frames
+        if frames[0][0] in allowed:
+            assert not any(f[0] in ("<module>", "main") for f in frames), frames
+        else:
+            assert not any(_is_scaffolding(f, d["asyncio_dir"]) for f in frames), frames
+    assert max(by_line, key=by_line.__getitem__) == d["loop_line"], dict(by_line)
+    assert by_line[d["loop_line"]] >= 0.8 * a
+
+
+@pytest.mark.parametrize("case", ["three", "window"])
+def test_without_async_tasks_the_loop_stays_on_the_stack(tmp_path: Any, case: str) -> None:
+    d = _run(tmp_path, case, use_async=False)
+    assert d["metadata"]["async_tasks"] is False
+    roots = _weight_by_root(d["samples"])
+    assert not any(r.startswith("<task>") or r == EVENT_LOOP for r in roots), roots
+    crunching = [f for _, _, f in d["samples"] if any(x[0] == "crunch_a" for x in f)]
+    assert crunching
+    for frames in crunching:
+        names = [f[0] for f in frames]
+        assert names[0] == "<module>", names
+        assert any(_is_scaffolding(f, d["asyncio_dir"]) for f in frames), frames
+
+
+@skip_when_emulated("a CPU share measured against the thread's CPU clock")
+def test_gathered_children_are_rooted_at_their_own_tasks(tmp_path: Any) -> None:
+    # The parent awaits gather(child_x(), child_y()); each child is a task of its own, and its
+    # samples are rooted at it, not at the parent (a parent link is a later part of issue 26).
+    d = _run(tmp_path, "gather", use_async=True)
+    roots = _weight_by_root(d["samples"])
+    allowed = {"<task> child_x", "<task> child_y", "<task> parent", EVENT_LOOP}
+    assert set(roots) <= allowed, roots
+    x, y = roots["<task> child_x"], roots["<task> child_y"]
+    assert x + y >= 0.85 * sum(roots.values()), roots
+    m = d["measured"]
+    assert abs(_share(x, y) - _share(m["child_x"], m["child_y"])) <= SHARE_TOLERANCE, (roots, m)
+    in_crunch_a = 0
+    for weight, _, frames in d["samples"]:
+        if frames[0][0] == "<task> child_x":
+            assert frames[1][0] == "child_x", frames
+            # (a sample may find child_x on its await line, passing crunch_a's result on)
+            if frames[2:3] and frames[2][0] == "crunch_a":
+                in_crunch_a += weight
+        assert "parent" not in [f[0] for f in frames[1:]], frames
+    assert in_crunch_a >= 0.9 * x, (in_crunch_a, x)
+
+
+def test_loops_in_two_threads_each_root_their_own_tasks(tmp_path: Any) -> None:
+    d = _run(tmp_path, "threads", use_async=True)
+    per_thread: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for weight, thread, frames in d["samples"]:
+        per_thread[thread][frames[0][0]] += weight
+        # threading's frames above each loop are folded away with it
+        if frames[0][0].startswith("<task> "):
+            assert not any(f[1].endswith("threading.py") for f in frames), frames
+    loops = [
+        roots
+        for roots in per_thread.values()
+        if roots.get("<task> crunch_a") or roots.get(EVENT_LOOP)
+    ]
+    assert len(loops) == 2, {t: dict(r) for t, r in per_thread.items()}
+    for roots in loops:
+        assert roots["<task> crunch_a"] > roots.get("<task> crunch_b", 0) > 0, dict(roots)
+        assert roots["<task> crunch_a"] + roots["<task> crunch_b"] >= 0.8 * sum(roots.values())
+
+
+def test_cli_async_writes_task_roots(tmp_path: Any) -> None:
+    out = tmp_path / "out.speedscope.json"
+    script = str(SCRIPTS / "async_view.py")
+    r = run_python("-m", "spprof", "--async", "-q", "-o", str(out), script, "gather", "cli")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    frames = doc["shared"]["frames"]
+    roots: dict[str, float] = defaultdict(float)
+    for prof in doc["profiles"]:
+        for stack, weight in zip(prof["samples"], prof["weights"]):
+            roots[frames[stack[0]]["name"]] += weight
+    assert roots["<task> child_x"] > roots["<task> child_y"] > 0, dict(roots)
+    assert not any(name in ("<module>", "main") for name in roots), dict(roots)
+
+
+def test_async_tasks_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match="async_tasks must be True or False"):
+        spprof.start(async_tasks="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="async_tasks"):
+        spprof.Profiler(async_tasks=1)  # type: ignore[arg-type]
+    assert not spprof.is_active()
