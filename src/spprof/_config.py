@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ._http_address import HttpAddress, parse_http_address
 from .output import PathLike, check_format, check_writable, guess_format
 
 MODES = ("cpu", "wall")
@@ -33,6 +34,7 @@ class ValidConfig:
     timer: str
     interpreter_frames: bool
     max_overhead_pct: Optional[float]
+    http: Optional[HttpAddress] = None  # the pprof endpoint (_http.py), None: none
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class SessionConfig:
     timer: object = "auto"
     interpreter_frames: object = False
     max_overhead_pct: object = None
+    http: object = None
+    http_allow_remote: object = False
 
     def validate(self, names: Mapping[str, str] = {}) -> ValidConfig:
         """Check every argument; raise ValueError (OSError: output path) naming the first bad one.
@@ -94,6 +98,11 @@ class SessionConfig:
                 f"{name('memory_limit_mb')} must be a positive number of megabytes, "
                 f"got {self.memory_limit_mb!r}"
             )
+        http = (
+            None
+            if self.http is None
+            else parse_http_address(self.http, self.http_allow_remote, name("http"))
+        )
         return ValidConfig(
             interval_ms=interval,
             mode=str(self.mode),
@@ -104,6 +113,7 @@ class SessionConfig:
             timer=str(self.timer),
             interpreter_frames=bool(self.interpreter_frames),
             max_overhead_pct=overhead_pct,
+            http=http,
         )
 
 

@@ -24,6 +24,7 @@ from . import (
     _debug,
     _exit_calls,
     _ext,
+    _http,
     _mypyc_names,
     _runner_frames,
     _stderr,
@@ -34,7 +35,7 @@ from ._model import Sample
 from ._profile import Profile
 from ._stats import SessionStats
 from ._version import __version__
-from .output import PathLike, write
+from .output import PathLike, render, write
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -108,6 +109,8 @@ _INNER_FILES = _package_files(
     "_exit_calls.py",
     "_mypyc_names.py",
     "_runner_frames.py",
+    "_http.py",
+    "_http_address.py",
 )
 
 
@@ -183,6 +186,8 @@ def start(
     progress: bool = False,
     interpreter_frames: bool = False,
     max_overhead_pct: Optional[float] = None,
+    http: Optional[str] = None,
+    http_allow_remote: bool = False,
 ) -> None:
     """Start sampling every Python thread of this process.
 
@@ -197,6 +202,9 @@ def start(
     order; interpreter_frames keeps CPython's own C frames, which are folded away by default.
     max_overhead_pct: an overhead budget: the profiler measures its own cost and widens the
     interval (never below interval_ms) to stay under it; stats()["effective_interval_ms"].
+    http: "HOST:PORT" (port 0: any free one) to serve /debug/pprof/profile?seconds=N, a pprof
+    window on this session (docs/usage.md "pprof endpoint"); loopback only unless
+    http_allow_remote. The bound address: http_address().
     """
     cfg = SessionConfig(
         interval_ms=interval_ms,
@@ -208,6 +216,8 @@ def start(
         timer=timer,
         interpreter_frames=interpreter_frames,
         max_overhead_pct=max_overhead_pct,
+        http=http,
+        http_allow_remote=http_allow_remote,
     ).validate()
     start_checked(cfg, progress=progress)
 
@@ -218,6 +228,8 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
     with _lock:
         if _active is not None or _ext.is_active():
             raise RuntimeError("spprof is already profiling; call spprof.stop() first")
+        # Bound before sampling starts: a port in use fails with nothing started.
+        listener = _http.bind(cfg.http) if cfg.http is not None else None
         _install_thread_hook()
         try:
             _ext.start(
@@ -232,10 +244,14 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
             )
         except BaseException:
             _remove_thread_hook()
+            if listener is not None:
+                listener.close()
             raise
         _active = cfg
         _generation += 1
         _children_start = _children.mark()
+    if listener is not None:
+        _http.serve(listener, _http_window)
     if cfg.output_path is not None:
         _cover_exits()
     if _debug.enabled:  # stats() costs a native call and a dataclass: only when it is printed
@@ -259,13 +275,16 @@ def _tidy(profile: Profile) -> Profile:
     profile.frame_table = _mypyc_names.rename_frames(profile.frame_table, sys.modules)
     profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(
         _is_profiler_frame, _is_inner_profiler_frame
-    )
+    ) + _http.drop_server_samples(profile)
     _runner_frames.hide_spprof_frames(profile)
     return profile
 
 
 def _stop_and_write() -> Profile:
     global _active
+    # The endpoint first: a request in a window gets the window up to now, then its threads
+    # are joined and its socket closed, before the session's samples are taken.
+    http_stats = _http.shutdown()
     with _lock:
         cfg = _active
         if cfg is None or not _ext.is_active():
@@ -279,6 +298,7 @@ def _stop_and_write() -> Profile:
     profile = _tidy(Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg)))
     if _children_start is not None:
         profile.stats.update(_children.since(_children_start))
+    profile.stats.update(http_stats)
     if _carried is not None:  # the part before an exec that failed
         profile, _carried = _exit_calls.join(_carried, profile), None
     _debug.debug(
@@ -375,6 +395,34 @@ def _on_exit_signal(signum: int) -> None:
 
 def is_active() -> bool:
     return _ext.is_active()
+
+
+def http_address() -> Optional[tuple[str, int]]:
+    """(host, port) the pprof endpoint of the running session listens on (start(http=...),
+    --http), None when there is none."""
+    return _http.address()
+
+
+def _http_window(seconds: float, ending: threading.Event) -> Optional[bytes]:
+    """The pprof endpoint's window (_http.py): every thread's samples of the next `seconds`
+    (up to `ending`, the session's stop), as gzipped pprof; None when the session is gone."""
+    with _lock:
+        session = _active if _ext.is_active() else None
+        generation = _generation
+    if session is None:
+        return None
+    window = _windows.Window(session, generation, {})
+    window.open()
+    ending.wait(seconds)
+    with _lock:
+        same = _ext.is_active() and _generation == generation
+    if not same:
+        return None
+    try:
+        profile = window.close(_metadata(session), _tidy)
+    except RuntimeError:  # the session stopped between the check and the export
+        return None
+    return render(profile, "pprof")
 
 
 def stats() -> SessionStats:
