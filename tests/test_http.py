@@ -7,10 +7,12 @@ a thread named "worker" until the test creates DIR/next, then in hot_b for 0.3 s
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import urllib.error
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import spprof
-from conftest import SCRIPTS
+from conftest import SCRIPTS, run_python
 from test_formats_common import find_tool, tool_env
 from test_formats_pprof import Decoded
 
@@ -298,3 +300,73 @@ def test_go_tool_pprof_reads_the_endpoint(program, tmp_path):
     lines = r.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().startswith("flat"))
     assert lines[start + 1].split()[-1] == "hot_a", r.stdout
+
+
+# start(http=...) in a program that forks: the child has no copy of the listening socket, the
+# fork prints no multi-threaded warning, the parent's endpoint serves after it, and stop()
+# leaves no thread of the endpoint's and no descriptor behind.
+API_PROGRAM = textwrap.dedent(
+    """
+    import json, os, sys, threading, urllib.request
+    import spprof
+
+    def sockets():
+        out = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink("/proc/self/fd/" + fd).startswith("socket:"):
+                    out.append(int(fd))
+            except OSError:  # listdir's own descriptor, closed since
+                pass
+        return sorted(out)
+
+    def index(port):
+        url = "http://127.0.0.1:%d/debug/pprof/" % port
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status
+
+    before = sockets()
+    spprof.start(http="localhost:0")
+    host, port = spprof.http_address()
+    first = index(port)
+    serving = sockets()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, json.dumps(sockets()).encode())
+        os._exit(0)
+    os.close(w)
+    child = json.loads(os.read(r, 1000))
+    os.waitpid(pid, 0)
+    after_fork = index(port)
+    profile = spprof.stop()
+    print(json.dumps({
+        "address": [host, port], "first": first, "after_fork": after_fork,
+        "before": before, "serving": serving, "child": child, "after": sockets(),
+        "address_after": spprof.http_address(),
+        "threads": [t.name for t in threading.enumerate()],
+        "requests": profile.stats.get("http_requests"),
+    }))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+def test_start_with_http_serves_across_a_fork_and_stop_leaves_nothing_behind():
+    r = run_python("-W", "always::DeprecationWarning", "-c", API_PROGRAM)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    port = out["address"][1]
+    assert out["address"][0] == "127.0.0.1" and port > 0
+    assert out["first"] == 200 and out["after_fork"] == 200
+    assert len(out["serving"]) == len(out["before"]) + 1
+    assert out["child"] == out["before"], out  # the child's copy was closed
+    assert out["after"] == out["before"], out
+    assert out["address_after"] is None
+    assert not [t for t in out["threads"] if t.startswith("spprof-http")], out
+    assert out["requests"] == 2
+    # Said once on stderr, and nothing else: no fork warning, no request log.
+    assert r.stderr.strip().splitlines() == [
+        f"spprof: pprof endpoint on http://127.0.0.1:{port}/debug/pprof/ "
+        f"(go tool pprof http://127.0.0.1:{port}/debug/pprof/profile?seconds=30)"
+    ], r.stderr

@@ -61,6 +61,9 @@ session (<code>?seconds=N</code>, 1-3600, default 30), gzipped pprof protobuf:
 """
 
 
+_DUPFD = getattr(fcntl, "F_DUPFD_CLOEXEC", fcntl.F_DUPFD)  # close-on-exec set after, too
+
+
 def _fd_floor() -> int:
     """held_fd_floor() in Python: 512, or half the soft RLIMIT_NOFILE when that is below 1024."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -84,7 +87,8 @@ def bind(address: HttpAddress) -> Server:
             exc.errno, f"--http: cannot listen on {address.host}:{address.port}: {exc.strerror}"
         ) from None
     try:
-        high = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, _fd_floor())
+        high = fcntl.fcntl(sock.fileno(), _DUPFD, _fd_floor())
+        os.set_inheritable(high, False)
     except OSError as exc:  # no number free up there: keep the low one (still close-on-exec)
         _debug.debug(f"http: listening socket kept at fd {sock.fileno()}: {exc}")
     else:
