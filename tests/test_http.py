@@ -307,7 +307,7 @@ def test_go_tool_pprof_reads_the_endpoint(program, tmp_path):
 # leaves no thread of the endpoint's and no descriptor behind.
 API_PROGRAM = textwrap.dedent(
     """
-    import json, os, sys, threading, urllib.request
+    import json, os, sys, threading, time, urllib.request
     import spprof
 
     def sockets():
@@ -329,7 +329,11 @@ API_PROGRAM = textwrap.dedent(
     spprof.start(http="localhost:0")
     host, port = spprof.http_address()
     first = index(port)
-    serving = sockets()
+    for _ in range(200):  # the request's thread closes its connection just after replying
+        serving = sockets()
+        if len(serving) == len(before) + 1:
+            break
+        time.sleep(0.01)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:

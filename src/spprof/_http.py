@@ -30,6 +30,7 @@ import os
 import resource
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 from urllib.parse import parse_qs, urlsplit
@@ -46,7 +47,7 @@ MAX_SECONDS = 3600
 THREAD_NAME = "spprof-http"  # the accept thread's name, the prefix of the request threads'
 MAX_CONNECTIONS = 4  # served at once; more get 503 from the accept thread
 REQUEST_TIMEOUT_S = 10.0  # a client that sends nothing (or reads nothing) for this long is dropped
-JOIN_TIMEOUT_S = 5.0  # stop() waits this long for a request to hand over what it has
+JOIN_TIMEOUT_S = 5.0  # stop() waits at most this long for the requests to hand over theirs
 
 # (seconds, stop event) -> the gzipped pprof of the session's next `seconds` seconds, ended
 # early when the event is set; None when the session ended before the window did.
@@ -108,6 +109,7 @@ class Server:
     busy: threading.Lock = field(default_factory=threading.Lock)  # one profile at a time
     accept_thread: Optional[threading.Thread] = None
     handlers: set[threading.Thread] = field(default_factory=set)
+    conns: set[socket.socket] = field(default_factory=set)  # being served (a fork's child closes)
     handlers_lock: threading.Lock = field(default_factory=threading.Lock)
     stats: dict[str, int] = field(
         default_factory=lambda: {
@@ -157,6 +159,7 @@ class Server:
                     name = THREAD_NAME + "-request"
                     t = threading.Thread(target=self._handle, args=(conn,), name=name, daemon=True)
                     self.handlers.add(t)
+                    self.conns.add(conn)
             if full:
                 self.stats["http_refused_connections"] += 1
                 conn.settimeout(1.0)
@@ -179,6 +182,7 @@ class Server:
         finally:
             with self.handlers_lock:
                 self.handlers.discard(threading.current_thread())
+                self.conns.discard(conn)
 
     def _respond(self, line: Optional[str]) -> tuple[int, str, bytes]:
         """(status, content type, body) for a request line "GET /path?query HTTP/1.1"."""
@@ -234,8 +238,9 @@ class Server:
         self._stop_accepting()
         with self.handlers_lock:
             running = list(self.handlers)
+        deadline = time.monotonic() + JOIN_TIMEOUT_S  # for them all: a stuck client waits alone
         for t in running:
-            t.join(JOIN_TIMEOUT_S)
+            t.join(max(0.0, deadline - time.monotonic()))
         self._close_socket()
         return dict(self.stats)
 
@@ -363,6 +368,8 @@ def _after_fork_child() -> None:
     server, _server = _server, None
     if server is not None:
         server._close_socket()
+        for conn in list(server.conns):  # the parent's threads serve them; no lock (not ours)
+            conn.close()
 
 
 if hasattr(os, "register_at_fork"):
