@@ -17,9 +17,10 @@ or a 429 waiting; at most MAX_CONNECTIONS at once, the rest get 503 from the acc
 Their frames are in this file, which _session lists as the profiler's: their samples are
 dropped from every profile and counted in samples_in_profiler.
 
-Across os.fork the accept thread is stopped and started again in the parent (a forked child
-must not inherit a thread, and CPython 3.12+ warns on fork from a multi-threaded process); the
-child closes its copy of the socket, so the port is free once the parent ends.
+Across os.fork the accept thread is stopped and started again in the parent with spprof's
+native threads (a forked child must not inherit a thread, and CPython 3.12+ warns on fork
+from a multi-threaded process); the child closes its copy of the socket and of the
+connections being served, so the port is free once the parent ends.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class Server:
     ending: threading.Event = field(default_factory=threading.Event)  # the session's stop
     busy: threading.Lock = field(default_factory=threading.Lock)  # one profile at a time
     accept_thread: Optional[threading.Thread] = None
-    handlers: set[threading.Thread] = field(default_factory=set)
+    handlers: set[threading.Thread] = field(default_factory=set)  # started, not joined yet
+    done: set[threading.Thread] = field(default_factory=set)  # of those, the ones ending now
     conns: set[socket.socket] = field(default_factory=set)  # being served (a fork's child closes)
     handlers_lock: threading.Lock = field(default_factory=threading.Lock)
     stats: dict[str, int] = field(
@@ -153,6 +155,7 @@ class Server:
             if self.stopping.is_set():
                 conn.close()
                 return
+            self._reap()
             with self.handlers_lock:
                 full = len(self.handlers) >= MAX_CONNECTIONS
                 if not full:
@@ -181,7 +184,7 @@ class Server:
             _debug.debug(f"http: request failed: {exc!r}")
         finally:
             with self.handlers_lock:
-                self.handlers.discard(threading.current_thread())
+                self.done.add(threading.current_thread())
                 self.conns.discard(conn)
 
     def _respond(self, line: Optional[str]) -> tuple[int, str, bytes]:
@@ -214,6 +217,17 @@ class Server:
             return 503, "text/plain", b"spprof: the profiling session ended during the window\n"
         self.stats["http_profiles"] += 1
         return 200, "application/octet-stream", data
+
+    def _reap(self) -> None:
+        """Join the request threads that have answered (they end within microseconds): a
+        fork right after a request must not find them alive, nor may they pile up."""
+        with self.handlers_lock:
+            ending = list(self.done)
+        for t in ending:
+            t.join()
+        with self.handlers_lock:
+            self.done.difference_update(ending)
+            self.handlers.difference_update(ending)
 
     def _stop_accepting(self) -> None:
         """Wake the accept thread (a connection to ourselves: close() or shutdown() on a
@@ -352,12 +366,17 @@ def address() -> Optional[tuple[str, int]]:
 
 
 def _before_fork() -> None:
+    """Only the accept thread and the answered requests' threads: a request in its window
+    goes on (its thread is the one CPython's fork warning may then count)."""
     if _server is not None:
         _server._stop_accepting()
+        _server._reap()
 
 
-def _after_fork_parent() -> None:
-    if _server is not None:
+def restart_after_fork() -> None:
+    """In the parent, once spprof's native threads are back (_session._after_fork_parent:
+    on 3.13+ that is after os.fork has returned, which an after_in_parent hook here is not)."""
+    if _server is not None and _server.accept_thread is None:
         _server._start_accepting()
 
 
@@ -373,6 +392,4 @@ def _after_fork_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(
-        before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child
-    )
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_child)

@@ -640,7 +640,9 @@ def _before_fork() -> None:
 
 
 def _after_fork_parent() -> None:
-    _ext.restart_threads_after_fork()
+    # The endpoint's accept thread comes back with spprof's native threads: on 3.13+ only once
+    # os.fork has returned (CPython counts the threads for its fork warning after the hooks).
+    _ext.restart_threads_after_fork(_http.restart_after_fork)
 
 
 atexit.register(_stop_at_exit)
