@@ -224,7 +224,7 @@ class Server:
         with self.handlers_lock:
             ending = list(self.done)
         for t in ending:
-            t.join()
+            _join(t, JOIN_TIMEOUT_S)
         with self.handlers_lock:
             self.done.difference_update(ending)
             self.handlers.difference_update(ending)
@@ -243,7 +243,7 @@ class Server:
             socket.create_connection((host, port), timeout=1.0).close()
         except OSError as exc:
             _debug.debug(f"http: could not wake the accept thread: {exc}")
-        t.join(JOIN_TIMEOUT_S)
+        _join(t, JOIN_TIMEOUT_S)
 
     def close(self) -> dict[str, int]:
         """At the session's stop: no new requests, a request in a window gets what there is
@@ -269,6 +269,19 @@ class Server:
         else:  # the program closed our number and it names something else now: leave it
             self.stats["http_fd_lost"] += 1
             self.sock.detach()
+
+
+def _join(t: threading.Thread, timeout: float) -> None:
+    """t.join(), and on Linux until the OS thread is gone too: before 3.13 join() returns when
+    the thread's Python state is released, a moment before the thread ends, and a fork in that
+    moment still counts it (CPython 3.12's multi-threaded warning; measured: 1 run in 4)."""
+    t.join(timeout)
+    task = f"/proc/self/task/{t.native_id}" if t.native_id else ""
+    if t.is_alive() or not task or not os.path.isdir("/proc/self/task"):
+        return
+    deadline = time.monotonic() + 0.1
+    while os.path.exists(task) and time.monotonic() < deadline:
+        time.sleep(0.0002)
 
 
 def _seconds(values: Optional[list[str]]) -> tuple[int, str]:
