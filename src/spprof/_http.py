@@ -169,7 +169,15 @@ class Server:
                 _reply(conn, 503, "text/plain", b"spprof: too many requests at once\n")
                 conn.close()
                 continue
-            t.start()
+            try:
+                t.start()
+            except RuntimeError as exc:  # no thread to be had: this request goes unanswered
+                self.stats["http_errors"] += 1
+                _debug.debug(f"http: no thread for a request: {exc}")
+                with self.handlers_lock:
+                    self.handlers.discard(t)
+                    self.conns.discard(conn)
+                conn.close()
 
     def _handle(self, conn: socket.socket) -> None:
         try:
