@@ -17,7 +17,7 @@ from typing import Any
 from ._load import ProfileFormatError, load
 from ._model import Frame, FunctionStats, Sample, ThreadInfo, ThreadRecord
 from ._profile import Profile
-from ._session import Profiler, is_active, profile, start, stats, stop
+from ._session import Profiler, http_address, is_active, profile, start, stats, stop
 from ._stats import SessionStats
 from ._version import __version__
 
@@ -32,6 +32,7 @@ __all__ = [
     "ThreadInfo",
     "ThreadRecord",
     "__version__",
+    "http_address",
     "is_active",
     "load",
     "load_ipython_extension",

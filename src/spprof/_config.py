@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ._http_address import HttpAddress, parse_http_address
 from .output import PathLike, check_format, check_writable, guess_format
 
 MODES = ("cpu", "wall")
@@ -34,6 +35,7 @@ class ValidConfig:
     interpreter_frames: bool
     max_overhead_pct: Optional[float]
     async_tasks: bool = False
+    http: Optional[HttpAddress] = None  # the pprof endpoint (_http.py), None: none
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class SessionConfig:
     interpreter_frames: object = False
     max_overhead_pct: object = None
     async_tasks: object = False
+    http: object = None
+    http_allow_remote: object = False
 
     def validate(self, names: Mapping[str, str] = {}) -> ValidConfig:
         """Check every argument; raise ValueError (OSError: output path) naming the first bad one.
@@ -100,6 +104,11 @@ class SessionConfig:
                 f"{name('memory_limit_mb')} must be a positive number of megabytes, "
                 f"got {self.memory_limit_mb!r}"
             )
+        http = (
+            None
+            if self.http is None
+            else parse_http_address(self.http, self.http_allow_remote, name("http"))
+        )
         return ValidConfig(
             interval_ms=interval,
             mode=str(self.mode),
@@ -111,6 +120,7 @@ class SessionConfig:
             interpreter_frames=bool(self.interpreter_frames),
             max_overhead_pct=overhead_pct,
             async_tasks=self.async_tasks,
+            http=http,
         )
 
 

@@ -25,6 +25,7 @@ from . import (
     _debug,
     _exit_calls,
     _ext,
+    _http,
     _mypyc_names,
     _runner_frames,
     _stderr,
@@ -35,7 +36,7 @@ from ._model import Sample
 from ._profile import Profile
 from ._stats import SessionStats
 from ._version import __version__
-from .output import PathLike, write
+from .output import PathLike, render, write
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -110,6 +111,8 @@ _INNER_FILES = _package_files(
     "_mypyc_names.py",
     "_runner_frames.py",
     "_async_view.py",
+    "_http.py",
+    "_http_address.py",
 )
 
 
@@ -186,6 +189,8 @@ def start(
     interpreter_frames: bool = False,
     max_overhead_pct: Optional[float] = None,
     async_tasks: bool = False,
+    http: Optional[str] = None,
+    http_allow_remote: bool = False,
 ) -> None:
     """Start sampling every Python thread of this process.
 
@@ -202,6 +207,9 @@ def start(
     interval (never below interval_ms) to stay under it; stats()["effective_interval_ms"].
     async_tasks: root each sample taken in an asyncio event loop at its task (`<task> coro`)
     or at `<event loop>`, folding the loop's own frames away (docs/usage.md, "asyncio").
+    http: "HOST:PORT" (port 0: any free one) to serve /debug/pprof/profile?seconds=N, a pprof
+    window on this session (docs/usage.md "pprof endpoint"); loopback only unless
+    http_allow_remote. The bound address: http_address().
     """
     cfg = SessionConfig(
         interval_ms=interval_ms,
@@ -214,6 +222,8 @@ def start(
         interpreter_frames=interpreter_frames,
         max_overhead_pct=max_overhead_pct,
         async_tasks=async_tasks,
+        http=http,
+        http_allow_remote=http_allow_remote,
     ).validate()
     start_checked(cfg, progress=progress)
 
@@ -224,6 +234,8 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
     with _lock:
         if _active is not None or _ext.is_active():
             raise RuntimeError("spprof is already profiling; call spprof.stop() first")
+        # Bound before sampling starts: a port in use fails with nothing started.
+        listener = _http.bind(cfg.http) if cfg.http is not None else None
         _install_thread_hook()
         try:
             _ext.start(
@@ -238,10 +250,14 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
             )
         except BaseException:
             _remove_thread_hook()
+            if listener is not None:
+                listener.close()
             raise
         _active = cfg
         _generation += 1
         _children_start = _children.mark()
+    if listener is not None:
+        _http.serve(listener, _http_window)
     if cfg.output_path is not None:
         _cover_exits()
     if _debug.enabled:  # stats() costs a native call and a dataclass: only when it is printed
@@ -265,7 +281,7 @@ def _tidy(profile: Profile) -> Profile:
     profile.frame_table = _mypyc_names.rename_frames(profile.frame_table, sys.modules)
     profile.stats["samples_in_profiler"] = profile.drop_profiler_samples(
         _is_profiler_frame, _is_inner_profiler_frame
-    )
+    ) + _http.drop_server_samples(profile)
     _runner_frames.hide_spprof_frames(profile)
     if profile.metadata.get("async_tasks"):
         profile.stats.update(_async_view.root_at_tasks(profile))
@@ -274,6 +290,9 @@ def _tidy(profile: Profile) -> Profile:
 
 def _stop_and_write() -> Profile:
     global _active
+    # The endpoint first: a request in a window gets the window up to now, then its threads
+    # are joined and its socket closed, before the session's samples are taken.
+    http_stats = _http.shutdown()
     with _lock:
         cfg = _active
         if cfg is None or not _ext.is_active():
@@ -287,6 +306,7 @@ def _stop_and_write() -> Profile:
     profile = _tidy(Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg)))
     if _children_start is not None:
         profile.stats.update(_children.since(_children_start))
+    profile.stats.update(http_stats)
     if _carried is not None:  # the part before an exec that failed
         profile, _carried = _exit_calls.join(_carried, profile), None
     _debug.debug(
@@ -383,6 +403,34 @@ def _on_exit_signal(signum: int) -> None:
 
 def is_active() -> bool:
     return _ext.is_active()
+
+
+def http_address() -> Optional[tuple[str, int]]:
+    """(host, port) the pprof endpoint of the running session listens on (start(http=...),
+    --http), None when there is none."""
+    return _http.address()
+
+
+def _http_window(seconds: float, ending: threading.Event) -> Optional[bytes]:
+    """The pprof endpoint's window (_http.py): every thread's samples of the next `seconds`
+    (up to `ending`, the session's stop), as gzipped pprof; None when the session is gone."""
+    with _lock:
+        session = _active if _ext.is_active() else None
+        generation = _generation
+    if session is None:
+        return None
+    window = _windows.Window(session, generation, {})
+    window.open()
+    ending.wait(seconds)
+    with _lock:
+        same = _ext.is_active() and _generation == generation
+    if not same:
+        return None
+    try:
+        profile = window.close(_metadata(session), _tidy)
+    except RuntimeError:  # the session stopped between the check and the export
+        return None
+    return render(profile, "pprof")
 
 
 def stats() -> SessionStats:
@@ -610,7 +658,9 @@ def _before_fork() -> None:
 
 
 def _after_fork_parent() -> None:
-    _ext.restart_threads_after_fork()
+    # The endpoint's accept thread comes back with spprof's native threads: on 3.13+ only once
+    # os.fork has returned (CPython counts the threads for its fork warning after the hooks).
+    _ext.restart_threads_after_fork(_http.restart_after_fork)
 
 
 atexit.register(_stop_at_exit)

@@ -37,6 +37,7 @@ struct ModuleState {
     Session* session;                 // the running session, or nullptr
     PyObject* last_stats;             // stats() of the last stopped session
     ExitSignalWatcher* exit_watcher;  // the CLI's, while it runs a program, or nullptr
+    PyObject* after_fork_restart;     // called once spprof's threads are back after a fork, or nullptr
 };
 
 // How stats() names the signal samples arrive on: "SIGRTMIN+30", "SIGPROF", or "none".
@@ -410,6 +411,19 @@ void restart_threads_now(PyObject* module) {
         st->session->restart_threads_after_fork();
     }
     if (st->exit_watcher != nullptr) st->exit_watcher->restart_thread_after_fork();
+    // Python's threads of spprof's (the --http endpoint) start at the same moment. Never an
+    // exception out of here: a failure is the caller's to report, not the program's.
+    PyObject* then = st->after_fork_restart;
+    st->after_fork_restart = nullptr;
+    if (then != nullptr) {
+        PyObject* r = PyObject_CallNoArgs(then);
+        if (r == nullptr) {
+            log_debug("after-fork restart callback raised");
+            PyErr_Clear();
+        }
+        Py_XDECREF(r);
+        Py_DECREF(then);
+    }
 }
 
 #if PY_VERSION_HEX >= 0x030D0000
@@ -445,7 +459,15 @@ PyObject* py_stop_threads_for_fork(PyObject* module, PyObject*) {
     Py_RETURN_NONE;
 }
 
-PyObject* py_restart_threads_after_fork(PyObject* module, PyObject*) {
+PyObject* py_restart_threads_after_fork(PyObject* module, PyObject* args) {
+    PyObject* then = nullptr;
+    if (!PyArg_ParseTuple(args, "|O:restart_threads_after_fork", &then)) return nullptr;
+    ModuleState* st = state_of(module);
+    Py_CLEAR(st->after_fork_restart);
+    if (then != nullptr && then != Py_None) {
+        Py_INCREF(then);
+        st->after_fork_restart = then;
+    }
     g_forking = false;
 #if PY_VERSION_HEX >= 0x030D0000
     // 3.13+ counts the process's threads for its fork warning after the after_in_parent hooks
@@ -567,8 +589,9 @@ PyMethodDef kMethods[] = {
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
     {"stop_threads_for_fork", py_stop_threads_for_fork, METH_NOARGS,
      "before os.fork, in the parent: stop spprof's helper threads (the drain, the wall census, the exit-signal watcher)"},
-    {"restart_threads_after_fork", py_restart_threads_after_fork, METH_NOARGS,
-     "after os.fork, in the parent: start the threads stop_threads_for_fork stopped again"},
+    {"restart_threads_after_fork", py_restart_threads_after_fork, METH_VARARGS,
+     "restart_threads_after_fork(then=None): after os.fork, in the parent: start the threads "
+     "stop_threads_for_fork stopped again, then call then() (3.13+: once os.fork has returned)"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},
     {"_watch_exit_signals", py_watch_exit_signals, METH_O,
      "_watch_exit_signals(callback): on SIGTERM/SIGHUP/SIGQUIT left at SIG_DFL, call "
@@ -586,13 +609,19 @@ PyMethodDef kMethods[] = {
 
 int module_traverse(PyObject* module, visitproc visit, void* arg) {
     ModuleState* st = state_of(module);
-    if (st != nullptr) Py_VISIT(st->last_stats);
+    if (st != nullptr) {
+        Py_VISIT(st->last_stats);
+        Py_VISIT(st->after_fork_restart);
+    }
     return 0;
 }
 
 int module_clear(PyObject* module) {
     ModuleState* st = state_of(module);
-    if (st != nullptr) Py_CLEAR(st->last_stats);
+    if (st != nullptr) {
+        Py_CLEAR(st->last_stats);
+        Py_CLEAR(st->after_fork_restart);
+    }
     return 0;
 }
 
@@ -612,6 +641,7 @@ PyMODINIT_FUNC PyInit__ext(void) {  // PyMODINIT_FUNC carries extern "C"
     st->session = nullptr;
     st->last_stats = nullptr;
     st->exit_watcher = nullptr;
+    st->after_fork_restart = nullptr;
     if (!spprof::add_row_layout(m)) {
         Py_DECREF(m);
         return nullptr;

@@ -211,7 +211,9 @@ def session_config(opts: argparse.Namespace, fmt: str) -> Any:
         interpreter_frames=opts.interpreter_frames,
         max_overhead_pct=opts.max_overhead,
         async_tasks=opts.async_tasks,
-    ).validate(names={"max_overhead_pct": "--max-overhead"})
+        http=getattr(opts, "http", None),
+        http_allow_remote=getattr(opts, "http_allow_remote", False),
+    ).validate(names={"max_overhead_pct": "--max-overhead", "http": "--http"})
 
 
 def keep_requested_samples(profile: ProfileT, opts: argparse.Namespace) -> ProfileT:
@@ -232,6 +234,7 @@ def _parser() -> Parser:
     )
     p.add_argument("--version", action="version", version=f"spprof {__version__}")
     add_session_options(p)
+    add_http_options(p)
     # -m and -c end spprof's options as they end python's: the rest is the program's argv.
     p.add_argument(
         "-m", dest="module", nargs=argparse.REMAINDER, metavar="module", help="run a module"
@@ -239,6 +242,21 @@ def _parser() -> Parser:
     p.add_argument("-c", dest="code", nargs=argparse.REMAINDER, metavar="code", help="run code")
     p.add_argument("target", nargs=argparse.REMAINDER, help="script.py [args]")
     return p
+
+
+def add_http_options(p: argparse.ArgumentParser) -> None:
+    """The pprof endpoint (_http.py): `spprof record` only, it lives as long as the session."""
+    p.add_argument(
+        "--http",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve /debug/pprof/profile?seconds=N (pprof) on this address (port 0: any free)",
+    )
+    p.add_argument(
+        "--http-allow-remote",
+        action="store_true",
+        help="let --http listen on an address other than loopback",
+    )
 
 
 def _target(opts: argparse.Namespace) -> tuple[str, Optional[str], list[str]]:
@@ -468,7 +486,10 @@ def record(argv: list[str]) -> int:
     exit_code = 0
     uncaught: Optional[BaseException] = None
     try:
-        _session.start_checked(cfg, progress=not opts.quiet and _stderr.is_tty())
+        try:
+            _session.start_checked(cfg, progress=not opts.quiet and _stderr.is_tty())
+        except OSError as exc:  # --http: the address cannot be bound; the program never ran
+            return error_exit(exc)
         _exit_calls.enable(recording.finish, recording.resume)
         if watching:
             _session.arm_exit_dump(out, fmt)
