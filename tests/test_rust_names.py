@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +68,8 @@ SOURCE = (
 )
 
 
-def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path):
+def _build(tmp_path) -> Path:
+    """SOURCE as a shared library (skips without a C compiler)."""
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         pytest.skip("needs a C compiler")
@@ -75,6 +77,11 @@ def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path
     src.write_text(SOURCE)
     lib = tmp_path / "librusty.so"
     subprocess.run([cc, "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+    return lib
+
+
+def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path):
+    lib = _build(tmp_path)
     run = ctypes.CDLL(str(lib)).run
     run.argtypes = [ctypes.c_double]
     with spprof.Profiler(interval_ms=1, native=True) as p:
@@ -99,13 +106,7 @@ def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path
 def test_names_left_mangled_by_a_limit_are_counted_per_session(tmp_path):
     # The counter runs since the extension was loaded; each session reports its own share, so
     # a session that met no such name says 0 after one that did (the old stats said 1+ again).
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
-    src = tmp_path / "deep.c"
-    src.write_text(SOURCE)
-    lib = tmp_path / "libdeep.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+    lib = _build(tmp_path)
     dll = ctypes.CDLL(str(lib))
     dll.run_deep.argtypes = dll.run.argtypes = [ctypes.c_double]
     with spprof.Profiler(interval_ms=1, native=True) as deep:
