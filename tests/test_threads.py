@@ -15,7 +15,7 @@ import pytest
 
 import spprof
 import workloads as w
-from conftest import run_python, samples_in
+from conftest import EMULATED, run_python, samples_in
 
 CPU_SECONDS = 0.6
 
@@ -201,6 +201,12 @@ def test_thread_found_by_scan_before_threading_knows_it_keeps_its_name(timer):
     assert names == {"renamed-late"}, names
 
 
+# A thread's CPU as shown also holds its start (after registration) and its end (before
+# the last reading): nothing natively, 7-11 ms under qemu-user, which emulates that code
+# (0.308-0.311 s shown for 0.301 s measured, on an idle machine, at 3b1a931 and d6c2fee).
+_START_AND_END_S = 0.02 if EMULATED else 0.0
+
+
 @pytest.mark.parametrize("mode", ["cpu", "wall"])
 def test_per_thread_cpu_time_matches_thread_time(mode):
     # One thread ends mid-session after 0.3 s of CPU (a drain pass reads its clock while it
@@ -237,7 +243,8 @@ def test_per_thread_cpu_time_matches_thread_time(mode):
     assert threads["early"].ended and not threads["late"].ended
     for name in ("early", "late"):
         shown = threads[name].cpu_ns / 1e9
-        assert measured[name] - 1e-6 <= shown <= 1.02 * measured[name], (name, shown, measured)
+        top = 1.02 * measured[name] + _START_AND_END_S
+        assert measured[name] - 1e-6 <= shown <= top, (name, shown, measured)
     from spprof.output.html import page_data
 
     html_threads = {t["name"]: t for t in page_data(p.profile)["threads"]}
@@ -270,7 +277,10 @@ def test_thread_hooked_in_an_earlier_session_ending_in_this_one_shows_its_exact_
     mine = {x.name: x for x in p.profile.threads}["two-sessions"]
     assert mine.ended
     shown = mine.cpu_ns / 1e9
-    assert measured["cpu"] - 1e-6 <= shown <= 1.02 * measured["cpu"], (shown, measured)
+    assert measured["cpu"] - 1e-6 <= shown <= 1.02 * measured["cpu"] + _START_AND_END_S, (
+        shown,
+        measured,
+    )
 
 
 SUBINTERPRETER_RUN = """
