@@ -8,6 +8,7 @@ comes every 10 ms), and reads stats() while they wait and the profile after.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,9 @@ def test_blocked_thread_costs_one_row_per_wait_and_keeps_its_sample_count() -> N
 def test_blocked_threads_weight_is_their_wait() -> None:
     # Rewinds and folds must not cost a blocked thread any time: its idle weight on the line it
     # waits on equals the wait it measured itself, within a census period or two (10 ms each,
-    # later on a loaded machine).
+    # later on a loaded machine). Under AddressSanitizer a census of 300 threads is slower and
+    # its periods stretch: 52 and 89 ms worst in 2 of 6 runs on an idle machine.
     d = _run("wall", 300, 2.0, 256)
     assert len(d["weight"]) == 300
     worst = max(abs(d["weight"][k] - d["spans"][k]) for k in d["spans"])
-    assert worst <= 50_000_000, worst
+    assert worst <= (150_000_000 if os.environ.get("SPPROF_TEST_ASAN") else 50_000_000), worst
