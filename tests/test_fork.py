@@ -132,5 +132,53 @@ def test_exit_signal_after_a_fork_still_writes_the_profile(tmp_path):
     assert "after_fork" in names
 
 
+# Rounds of 16 threads that fork at once, then CPU after the last fork. Before hooks let the GIL
+# go while they join spprof's threads, so forks overlap: one thread's fork begins while another's
+# before hook waits, and may end first.
+CONCURRENT_FORKS = FORKING + textwrap.dedent(
+    """
+    import threading
+
+    def fork_and_reap():
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+
+    threads_before = os_threads()
+    for _ in range(6):
+        forkers = [threading.Thread(target=fork_and_reap) for _ in range(16)]
+        for t in forkers:
+            t.start()
+        for t in forkers:
+            t.join()
+    time.sleep(0.05)  # 3.13+: the restart is a pending call, at the main thread's next bytecode
+    after_fork()
+    print(json.dumps({"os_threads": [threads_before, os_threads()]}), flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_threads_that_fork_at_once_leave_spprofs_threads_running_once(tmp_path, mode):
+    # On 2613333 (3.13, wall) this program died of SIGSEGV in pthread_join, or hung with two
+    # before hooks joining the same helper thread, in 5 of 6 runs: a before hook that let the
+    # GIL go let a second fork join the threads again, and the first fork to end restarted them
+    # while the other was still under way. Six rounds of sixteen forks, so a run that races
+    # once fails.
+    prog = tmp_path / "forkers.py"
+    prog.write_text(CONCURRENT_FORKS)
+    out = tmp_path / "p.speedscope.json"
+    cli = f"-W ignore::DeprecationWarning -m spprof -q --mode {mode} -i 1".split()
+    r = run_python(*cli, "-o", str(out), str(prog), timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    # Every helper thread came back exactly once: as many OS threads as before the forks.
+    if sys.platform.startswith("linux"):
+        before, after = json.loads(r.stdout)["os_threads"]
+        assert before == after >= 3, (before, after)
+    names = {f["name"].split(" ")[0] for f in json.loads(out.read_text())["shared"]["frames"]}
+    assert "after_fork" in names
+
+
 if sys.platform == "win32":  # pragma: no cover
     pytest.skip("no fork", allow_module_level=True)

@@ -660,7 +660,8 @@ def _before_fork() -> None:
 def _after_fork_parent() -> None:
     # The endpoint's accept thread comes back with spprof's native threads: on 3.13+ only once
     # os.fork has returned (CPython counts the threads for its fork warning after the hooks).
-    _ext.restart_threads_after_fork(_http.restart_after_fork)
+    # Without the endpoint no Python code runs there (a pending call, maybe inside a join).
+    _ext.restart_threads_after_fork(_http.restart_after_fork if _http.address() else None)
 
 
 atexit.register(_stop_at_exit)

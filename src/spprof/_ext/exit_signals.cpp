@@ -96,13 +96,14 @@ void ExitSignalWatcher::stop() {
         return;
     }
     if (started_) {
+        started_ = false;  // before the GIL is let go (see stop_thread_for_fork)
+        const pthread_t thread = thread_;
         platform_exit_signals_wake();
         // A signal read before the wake-up ends the process from the watcher; join then never
         // returns, and must not hold the GIL the runner needs.
         Py_BEGIN_ALLOW_THREADS
-        pthread_join(thread_, nullptr);
+        pthread_join(thread, nullptr);
         Py_END_ALLOW_THREADS
-        started_ = false;
     }
     const int late = platform_exit_signals_remove();
     if (late != 0) platform_die_by_signal(late);
@@ -110,13 +111,16 @@ void ExitSignalWatcher::stop() {
 
 void ExitSignalWatcher::stop_thread_for_fork() {
     if (!started_) return;
+    // Marked stopped before the GIL is let go: another thread's fork may run its before hook
+    // meanwhile, and must not join this thread a second time.
+    started_ = false;
+    stopped_for_fork_ = true;
+    const pthread_t thread = thread_;
     platform_exit_signals_wake();
     // As in stop(): a signal read before the wake-up ends the process from the watcher.
     Py_BEGIN_ALLOW_THREADS
-    pthread_join(thread_, nullptr);
+    pthread_join(thread, nullptr);
     Py_END_ALLOW_THREADS
-    started_ = false;
-    stopped_for_fork_ = true;
 }
 
 void ExitSignalWatcher::restart_thread_after_fork() {

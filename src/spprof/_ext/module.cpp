@@ -369,22 +369,11 @@ PyObject* py_window_export(PyObject* module, PyObject* args) {
 
 PyObject* py_monotonic_ns(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(platform_monotonic_ns()); }
 
-PyObject* py_after_fork_child(PyObject* module, PyObject*) {
-    ModuleState* st = state_of(module);
-    platform_after_fork_child();
-    CodeKeepAlive::forget_after_fork();
-    exit_dump_disarm();
-    own_threads_after_fork_child();  // the parent's threads of ours were not copied
-    if (st->session != nullptr) {
-        // Leaked on purpose: its drain thread is gone and its locks may be held.
-        st->session->abandon_after_fork();
-        st->session = nullptr;
-    }
-    Py_RETURN_NONE;
-}
-
-// Between os.fork's before hook and its after_in_parent hook (main interpreter, GIL held).
-bool g_forking = false;
+// os.fork calls between their before hook and their after_in_parent hook (main interpreter,
+// GIL held). Several threads may fork at once: a before hook that releases the GIL (a join)
+// lets another thread's fork begin, and that fork may end first. spprof's threads come back
+// only when the last of them has ended.
+int g_forks_in_flight = 0;
 
 #if PY_VERSION_HEX >= 0x030D0000
 // The frame that called os.fork, and its instruction then (3.13+: see restart_threads_pending).
@@ -402,7 +391,29 @@ void remember_fork_caller() {
 bool fork_returned() {
     return g_fork_caller == nullptr || PyFrame_GetLasti(g_fork_caller) != g_fork_caller_lasti;
 }
+
+// A restart_threads_pending call is in this process's queue (at most one).
+bool g_restart_queued = false;
 #endif
+
+PyObject* py_after_fork_child(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    platform_after_fork_child();
+    CodeKeepAlive::forget_after_fork();
+    exit_dump_disarm();
+    own_threads_after_fork_child();  // the parent's threads of ours were not copied
+    g_forks_in_flight = 0;           // the forks other threads had begun are the parent's
+#if PY_VERSION_HEX >= 0x030D0000
+    Py_CLEAR(g_fork_caller);
+    g_restart_queued = false;
+#endif
+    if (st->session != nullptr) {
+        // Leaked on purpose: its drain thread is gone and its locks may be held.
+        st->session->abandon_after_fork();
+        st->session = nullptr;
+    }
+    Py_RETURN_NONE;
+}
 
 void restart_threads_now(PyObject* module) {
     ModuleState* st = state_of(module);
@@ -433,11 +444,15 @@ void restart_threads_now(PyObject* module) {
 // check), until the frame that called os.fork has moved on.
 int restart_threads_pending(void* arg) {
     PyObject* module = static_cast<PyObject*>(arg);
-    if (g_forking) {  // another fork began: its after_in_parent schedules the restart
+    // Dropped when another fork began (its after_in_parent queues the restart again), or in a
+    // child that inherited the queue from a parent forking in another thread.
+    if (!g_restart_queued || g_forks_in_flight > 0) {
+        g_restart_queued = false;
         Py_DECREF(module);
         return 0;
     }
     if (!fork_returned() && Py_AddPendingCall(&restart_threads_pending, module) == 0) return 0;
+    g_restart_queued = false;
     Py_CLEAR(g_fork_caller);
     restart_threads_now(module);
     Py_DECREF(module);
@@ -446,7 +461,7 @@ int restart_threads_pending(void* arg) {
 #endif
 
 PyObject* py_stop_threads_for_fork(PyObject* module, PyObject*) {
-    g_forking = true;
+    ++g_forks_in_flight;
 #if PY_VERSION_HEX >= 0x030D0000
     remember_fork_caller();
 #endif
@@ -468,14 +483,20 @@ PyObject* py_restart_threads_after_fork(PyObject* module, PyObject* args) {
         Py_INCREF(then);
         st->after_fork_restart = then;
     }
-    g_forking = false;
+    // A before hook ran for every after_in_parent hook, unless spprof was imported in between.
+    if (g_forks_in_flight > 0) --g_forks_in_flight;
+    if (g_forks_in_flight > 0) Py_RETURN_NONE;  // the last fork to end restarts the threads
 #if PY_VERSION_HEX >= 0x030D0000
     // 3.13+ counts the process's threads for its fork warning after the after_in_parent hooks
     // have run: start ours once os.fork has returned, from a pending call (the main thread's,
     // at its next bytecode). If the queue is full, now (the warning then shows, the profile
     // is whole).
+    if (g_restart_queued) Py_RETURN_NONE;
     Py_INCREF(module);
-    if (Py_AddPendingCall(&restart_threads_pending, module) == 0) Py_RETURN_NONE;
+    if (Py_AddPendingCall(&restart_threads_pending, module) == 0) {
+        g_restart_queued = true;
+        Py_RETURN_NONE;
+    }
     Py_DECREF(module);
 #endif
     restart_threads_now(module);

@@ -31,6 +31,10 @@ void DrainThread::start(uint32_t period_ms, Pass pass, void* arg) {
 
 void DrainThread::stop() {
     if (!started_) return;
+    // Marked stopped before the GIL is let go: a fork in another thread may run its before
+    // hook meanwhile, and must not join this thread a second time.
+    started_ = false;
+    const pthread_t thread = thread_;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_ = true;
@@ -38,9 +42,8 @@ void DrainThread::stop() {
     cv_.notify_all();
     // The drain thread may be waiting for the GIL we hold.
     Py_BEGIN_ALLOW_THREADS
-    pthread_join(thread_, nullptr);
+    pthread_join(thread, nullptr);
     Py_END_ALLOW_THREADS
-    started_ = false;
     tstate_ = nullptr;
 }
 
