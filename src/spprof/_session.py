@@ -411,26 +411,45 @@ def http_address() -> Optional[tuple[str, int]]:
     return _http.address()
 
 
-def _http_window(seconds: float, ending: threading.Event) -> Optional[bytes]:
-    """The pprof endpoint's window (_http.py): every thread's samples of the next `seconds`
-    (up to `ending`, the session's stop), as gzipped pprof; None when the session is gone."""
+def _open_window(
+    asked: dict[str, Any], thread: Optional[str] = None, labels: Optional[dict[str, str]] = None
+) -> Optional[_windows.Window]:
+    """A window on the running session from now on (Profiler inside a session, the pprof
+    endpoint); None when no session runs."""
     with _lock:
         session = _active if _ext.is_active() else None
         generation = _generation
     if session is None:
         return None
-    window = _windows.Window(session, generation, {})
+    window = _windows.Window(session, generation, asked, thread, labels or {})
     window.open()
-    ending.wait(seconds)
+    return window
+
+
+def _close_window(window: _windows.Window, metadata: dict[str, Any]) -> Optional[Profile]:
+    """The window's profile up to now; None when its session has stopped (or this is a
+    forked child), the window's samples gone with it."""
     with _lock:
-        same = _ext.is_active() and _generation == generation
+        same = _ext.is_active() and _generation == window.generation
     if not same:
         return None
     try:
-        profile = window.close(_metadata(session), _tidy)
-    except RuntimeError:  # the session stopped between the check and the export
+        return window.close(metadata, _tidy)
+    except RuntimeError:
+        if _ext.is_active():
+            raise
+        return None  # the session stopped between the check and the export
+
+
+def _http_window(seconds: float, ending: threading.Event) -> Optional[bytes]:
+    """The pprof endpoint's window (_http.py): every thread's samples of the next `seconds`
+    (up to `ending`, the session's stop), as gzipped pprof; None when the session is gone."""
+    window = _open_window({})
+    if window is None:
         return None
-    return render(profile, "pprof")
+    ending.wait(seconds)
+    profile = _close_window(window, _metadata(window.session))
+    return render(profile, "pprof") if profile is not None else None
 
 
 def stats() -> SessionStats:
@@ -525,13 +544,8 @@ class Profiler:
         self.profile: Optional[Profile] = None
 
     def start(self) -> None:
-        with _lock:
-            session = _active if _ext.is_active() else None
-            generation = _generation
-        if session is not None:
-            window = _windows.Window(session, generation, self._asked, self._thread, self._labels)
-            window.open()
-            self._window = window
+        self._window = _open_window(self._asked, self._thread, self._labels)
+        if self._window is not None:
             return
         start_checked(self._config)
         self._native_tid = threading.get_native_id() if self._thread == "current" else 0
@@ -547,12 +561,9 @@ class Profiler:
             if self._native_tid or self._labels:
                 self._write(profile)
         else:
-            with _lock:
-                same = _ext.is_active() and _generation == window.generation
-            if same:
-                profile = window.close(self._window_metadata(window), _tidy)
-            else:  # the session stopped (or this is a forked child): the program goes on
-                profile = window.orphaned(_metadata(window.session))
+            closed = _close_window(window, self._window_metadata(window))
+            # None: the session stopped (or this is a forked child), and the program goes on
+            profile = closed if closed is not None else window.orphaned(_metadata(window.session))
             self._write(profile)
         self.profile = profile
         return profile
