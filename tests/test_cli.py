@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import spprof
-from conftest import SCRIPTS, run_python
+from conftest import SCRIPTS, on_one_version, run_python
 
 TARGET = str(SCRIPTS / "cli_target.py")
 # spprof's own files (the checkout's or an unpacked sdist's folder may be named spprof too)
@@ -649,6 +649,7 @@ def test_summary_gives_the_effective_rate_when_the_tick_caps_it(tmp_path):
         assert "samples/s per CPU second" not in r.stderr
 
 
+@on_one_version("8 s: one recording per format, the CLI's words the same on every version")
 def test_summary_tells_how_to_open_every_format(tmp_path):
     output = pytest.importorskip("spprof.output")
     hints = getattr(output, "OPEN_HINTS", None)

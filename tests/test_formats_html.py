@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import on_one_version
 from spprof import Frame
 from spprof.output import render
 from spprof.output.html import page_data
@@ -115,6 +116,7 @@ def test_page_is_self_contained(tmp_path):
     assert "@import" not in data
 
 
+@on_one_version("a hand-made profile in the browser")
 def test_hand_made_profile_in_chromium(chrome, tmp_path):
     path = tmp_path / "small.html"
     small_profile().save(path, "html")
@@ -216,6 +218,7 @@ def test_names_cannot_break_out_of_the_page(chrome, tmp_path):
     assert "<title>spprof — &lt;i&gt;prog&lt;/i&gt;</title>" in path.read_text(encoding="utf-8")
 
 
+@on_one_version("4 s: a synthetic profile in the browser")
 def test_hundred_thousand_samples_open_in_about_a_second(chrome, tmp_path, capsys):
     p = synthetic_profile(seconds=12.8, threads=8)
     assert p.sample_count >= 100_000

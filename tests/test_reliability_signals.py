@@ -16,7 +16,7 @@ import time
 import pytest
 
 import spprof
-from conftest import SCRIPTS
+from conftest import SCRIPTS, on_one_version
 from test_reliability_common import figure, run_workload, scale
 
 EXIT_SCRIPT = SCRIPTS / "cli_exit_signals.py"
@@ -248,6 +248,7 @@ def test_rlimit_sigpending_too_low_for_one_timer_per_thread():
         assert "Resource temporarily unavailable" in proc.stderr
 
 
+@on_one_version("13 s: the native timer fallback, the same on every version")
 def test_rlimit_sigpending_zero_falls_back_to_itimer_or_refuses_clearly():
     proc, r = run_workload("rel_signals.py", "sigpending", 0, 10, "auto", timeout=60)
     figure("rlimit_sigpending[0,auto]", timer=r["timer"], threads_sampled=r["threads_sampled"])
