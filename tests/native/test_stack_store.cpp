@@ -131,3 +131,33 @@ TEST(store_window_from_time_marks_matches_a_full_scan) {
     // A window before the first mark reads from the start.
     CHECK_EQ(st.first_row_for(3 * ms), static_cast<size_t>(0));
 }
+
+// A wait folded 5,000 times (a thread blocked for minutes in wall mode) is cut only where a
+// window needs it: every window, at the start, the middle, the end and past both ends, gets
+// exactly the pieces a full export has in it, uneven weights included.
+TEST(store_window_cuts_a_long_folded_wait_only_where_it_needs_to) {
+    StackStore st;
+    const uint64_t ms = 1000000;
+    st.add_sample(SampleRow{10 * ms, 7 * ms, 9, 3});
+    uint64_t now = 10 * ms;
+    for (int i = 0; i < 5000; ++i) {
+        now += 3 * ms + static_cast<uint64_t>(i % 7);  // weights that do not divide evenly
+        st.fold_into(0, now, 3 * ms + static_cast<uint64_t>(i % 7), true);
+    }
+    const std::vector<SampleRow> all = exported(st);
+    CHECK_EQ(all.size(), static_cast<size_t>(5001));
+    const uint64_t windows[][2] = {{0, 20 * ms},           {3 * ms, 12 * ms},   {7000 * ms, 7010 * ms},
+                                   {now - 5 * ms, now},    {now, now + ms},     {now + ms, now + 9 * ms},
+                                   {0, now},               {7001 * ms, 7001 * ms}};
+    for (const auto& w : windows) {
+        std::vector<SampleRow> got, want;
+        st.copy_samples_between(w[0], w[1], [](uint32_t) { return true; }, &got);
+        for (const SampleRow& r : all)
+            if (r.timestamp_ns >= w[0] && r.timestamp_ns <= w[1]) want.push_back(r);
+        CHECK_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+            CHECK_EQ(got[i].timestamp_ns, want[i].timestamp_ns);
+            CHECK_EQ(got[i].weight_ns, want[i].weight_ns);
+        }
+    }
+}

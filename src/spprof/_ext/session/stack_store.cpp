@@ -78,4 +78,15 @@ SampleRow StackStore::piece(const SampleRow& row, uint64_t n, uint64_t k) {
     return p;
 }
 
+uint64_t StackStore::first_piece_at(const SampleRow& row, uint64_t n, uint64_t t0_ns) {
+    const uint64_t each = row.weight_ns / n;
+    const uint64_t start = row.timestamp_ns > row.weight_ns ? row.timestamp_ns - row.weight_ns : 0;
+    if (each == 0 || t0_ns <= start) return 0;
+    // Piece k (k + 1 < n) is stamped start + each * (k + 1): the one before q = (t0 - start) /
+    // each is stamped before t0.
+    const uint64_t q = (t0_ns - start) / each;
+    const uint64_t k = q > 0 ? q - 1 : 0;
+    return k < n - 1 ? k : n - 1;
+}
+
 }  // namespace spprof

@@ -127,11 +127,16 @@ private:
             if (row.timestamp_ns >= t0_ns && row.timestamp_ns <= t1_ns) out->push_back(row);
             return;
         }
-        for (uint64_t k = 0; k < n; ++k) {
+        // A wait folded for minutes holds thousands of samples and a window wants a few: the
+        // pieces' times grow with k, so start just before t0 and stop past t1.
+        for (uint64_t k = first_piece_at(row, n, t0_ns); k < n; ++k) {
             const SampleRow p = piece(row, n, k);
-            if (p.timestamp_ns >= t0_ns && p.timestamp_ns <= t1_ns) out->push_back(p);
+            if (p.timestamp_ns > t1_ns) break;
+            if (p.timestamp_ns >= t0_ns) out->push_back(p);
         }
     }
+    // A k no later than the first piece of the row's n stamped at or after t0 (see piece()).
+    static uint64_t first_piece_at(const SampleRow& row, uint64_t n, uint64_t t0_ns);
     // Sample k of the n a folded row holds (see fold_into).
     static SampleRow piece(const SampleRow& row, uint64_t n, uint64_t k);
     static uint64_t hash(const uint32_t* frames, uint32_t n);
