@@ -73,13 +73,14 @@ ExitSignalWatcher* ExitSignalWatcher::start(PyObject* callback, Error* err) {
     *err = platform_exit_signals_install();
     if (!err->ok()) return nullptr;
     auto* w = new ExitSignalWatcher(callback);
-    if (own_thread_create(&w->thread_, &ExitSignalWatcher::thread_main, w) != 0) {
+    pthread_t thread;
+    if (own_thread_create(&thread, &ExitSignalWatcher::thread_main, w) != 0) {
         *err = Error::runtime("could not start the exit-signal watcher thread");
         platform_exit_signals_remove();
         delete w;
         return nullptr;
     }
-    w->started_ = true;
+    w->join_.started(thread);
     // A program that restores SIG_DFL through signal.signal gets our handler back; without
     // the stand-in only that round trip is lost, so a failure is not the caller's error.
     const Error hooked = signal_call_hook(SignalCallHolder::kExitSignals);
@@ -92,42 +93,29 @@ void ExitSignalWatcher::stop() {
     if (platform_exit_signals_inherited()) {
         // A forked child: the thread was not copied, so there is nothing to wake or join.
         platform_exit_signals_remove();
-        started_ = false;
+        join_.forget();
         return;
     }
-    if (started_) {
-        started_ = false;  // before the GIL is let go (see stop_thread_for_fork)
-        const pthread_t thread = thread_;
-        platform_exit_signals_wake();
-        // A signal read before the wake-up ends the process from the watcher; join then never
-        // returns, and must not hold the GIL the runner needs.
-        Py_BEGIN_ALLOW_THREADS
-        pthread_join(thread, nullptr);
-        Py_END_ALLOW_THREADS
-    }
+    // A signal read before the wake-up ends the process from the watcher; join then never
+    // returns, and must not hold the GIL the runner needs (gil_join.h lets it go).
+    join_.stop([] { platform_exit_signals_wake(); });
     const int late = platform_exit_signals_remove();
     if (late != 0) platform_die_by_signal(late);
 }
 
 void ExitSignalWatcher::stop_thread_for_fork() {
-    if (!started_) return;
-    // Marked stopped before the GIL is let go: another thread's fork may run its before hook
-    // meanwhile, and must not join this thread a second time.
-    started_ = false;
+    if (!join_.running()) return;
     stopped_for_fork_ = true;
-    const pthread_t thread = thread_;
-    platform_exit_signals_wake();
     // As in stop(): a signal read before the wake-up ends the process from the watcher.
-    Py_BEGIN_ALLOW_THREADS
-    pthread_join(thread, nullptr);
-    Py_END_ALLOW_THREADS
+    join_.stop([] { platform_exit_signals_wake(); });
 }
 
 void ExitSignalWatcher::restart_thread_after_fork() {
     if (!stopped_for_fork_) return;
     stopped_for_fork_ = false;
-    if (own_thread_create(&thread_, &ExitSignalWatcher::thread_main, this) == 0) {
-        started_ = true;
+    pthread_t thread;
+    if (own_thread_create(&thread, &ExitSignalWatcher::thread_main, this) == 0) {
+        join_.started(thread);
     } else {
         log_warning("could not restart the exit-signal watcher after fork: SIGTERM, SIGHUP and SIGQUIT now "
                     "end the program without writing the profile");

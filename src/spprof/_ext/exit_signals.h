@@ -21,6 +21,7 @@
 #include <pthread.h>
 
 #include "error.h"
+#include "gil_join.h"
 
 namespace spprof {
 
@@ -53,8 +54,7 @@ class ExitSignalWatcher {
     [[noreturn]] void handle(int signo);
 
     PyObject* callback_;  // strong reference, dropped by stop()
-    pthread_t thread_{};
-    bool started_ = false;
+    GilJoin join_;
     bool stopped_for_fork_ = false;
 };
 

@@ -22,29 +22,23 @@ void DrainThread::start(uint32_t period_ms, Pass pass, void* arg) {
     pass_ = pass;
     pass_arg_ = arg;
     stop_ = false;
-    if (own_thread_create(&thread_, &DrainThread::main, this) == 0) {
-        started_ = true;
+    pthread_t thread;
+    if (own_thread_create(&thread, &DrainThread::main, this) == 0) {
+        join_.started(thread);
     } else {
         log_warning("could not start the drain thread; samples are drained at stop() only");
     }
 }
 
 void DrainThread::stop() {
-    if (!started_) return;
-    // Marked stopped before the GIL is let go: a fork in another thread may run its before
-    // hook meanwhile, and must not join this thread a second time.
-    started_ = false;
-    const pthread_t thread = thread_;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
-    }
-    cv_.notify_all();
-    // The drain thread may be waiting for the GIL we hold.
-    Py_BEGIN_ALLOW_THREADS
-    pthread_join(thread, nullptr);
-    Py_END_ALLOW_THREADS
-    tstate_ = nullptr;
+    // The drain thread may be waiting for the GIL we hold: gil_join.h lets it go.
+    join_.stop([this] {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+    });
 }
 
 void* DrainThread::main(void* arg) {
@@ -72,10 +66,17 @@ void* DrainThread::main(void* arg) {
             continue;
         idle_periods = 0;
         PyEval_RestoreThread(saved);
-        self->pass_(self->pass_arg_);
+        // stop() may have come while this thread waited for the GIL: then no pass.
+        bool stopping;
+        {
+            std::lock_guard<std::mutex> lock(self->mutex_);
+            stopping = self->stop_;
+        }
+        if (!stopping) self->pass_(self->pass_arg_);
         saved = PyEval_SaveThread();
     }
     PyEval_RestoreThread(saved);
+    self->tstate_ = nullptr;  // GIL held; stop() returns only once this thread is gone
     PyGILState_Release(gil);
     return nullptr;
 }

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "../gil_join.h"
+
 namespace spprof {
 
 class DrainThread {
@@ -31,20 +33,20 @@ public:
     // until stop() and started() stays false.
     void start(uint32_t period_ms, Pass pass, void* arg);
     // GIL held (released while joining: the thread may be waiting for it). After it returns
-    // the thread is gone and no pass runs.
+    // the thread is gone and no pass runs, also when another thread's stop() was joining it
+    // (gil_join.h).
     void stop();
     // In a forked child: the thread does not exist there and its mutex may be held: touch neither.
-    void abandon() { started_ = false; }
+    void abandon() { join_.forget(); }
 
-    bool started() const { return started_; }
+    bool started() const { return join_.running(); }
     // GIL held. The drain thread's state (nullptr when not running), never sampled.
     PyThreadState* tstate() const { return tstate_; }
 
 private:
     static void* main(void* arg);
 
-    pthread_t thread_{};
-    bool started_ = false;
+    GilJoin join_;
     PyThreadState* tstate_ = nullptr;
     uint32_t period_ms_ = 50;
     Pass pass_ = nullptr;
