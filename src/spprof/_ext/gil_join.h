@@ -40,17 +40,16 @@ public:
     }
 
     // GIL held. Calls wake() (GIL held) and joins the thread, GIL released; if another stop is
-    // joining it, waits for that join instead. Returns once the thread is gone. False when
-    // there was no thread to stop.
+    // joining it, waits for that join instead. Returns once the thread is gone.
     template <class Wake>
-    bool stop(Wake wake) {
+    void stop(Wake wake) {
         if (joining_.load(std::memory_order_acquire)) {
             Py_BEGIN_ALLOW_THREADS
             while (joining_.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
             Py_END_ALLOW_THREADS
-            return false;
+            return;
         }
-        if (!running_) return false;
+        if (!running_) return;
         running_ = false;
         joining_.store(true, std::memory_order_relaxed);
         const pthread_t thread = thread_;
@@ -59,7 +58,6 @@ public:
         pthread_join(thread, nullptr);
         joining_.store(false, std::memory_order_release);
         Py_END_ALLOW_THREADS
-        return true;
     }
 
 private:

@@ -68,10 +68,23 @@ void StackStore::copy_samples(SampleRow* out) const {
     }
 }
 
+namespace {
+
+// The row's span [timestamp - weight, timestamp] cut into n equal samples: where it starts,
+// and each sample's weight (the last one takes the remainder).
+struct Cut {
+    uint64_t start;
+    uint64_t each;
+};
+
+Cut cut_of(const SampleRow& row, uint64_t n) {
+    return Cut{row.timestamp_ns > row.weight_ns ? row.timestamp_ns - row.weight_ns : 0, row.weight_ns / n};
+}
+
+}  // namespace
+
 SampleRow StackStore::piece(const SampleRow& row, uint64_t n, uint64_t k) {
-    // The row's span [timestamp - weight, timestamp] cut into n equal samples, in order.
-    const uint64_t each = row.weight_ns / n;
-    const uint64_t start = row.timestamp_ns > row.weight_ns ? row.timestamp_ns - row.weight_ns : 0;
+    const auto [start, each] = cut_of(row, n);
     SampleRow p = row;
     p.weight_ns = k + 1 < n ? each : row.weight_ns - each * (n - 1);
     p.timestamp_ns = k + 1 < n ? start + each * (k + 1) : row.timestamp_ns;
@@ -79,8 +92,7 @@ SampleRow StackStore::piece(const SampleRow& row, uint64_t n, uint64_t k) {
 }
 
 uint64_t StackStore::first_piece_at(const SampleRow& row, uint64_t n, uint64_t t0_ns) {
-    const uint64_t each = row.weight_ns / n;
-    const uint64_t start = row.timestamp_ns > row.weight_ns ? row.timestamp_ns - row.weight_ns : 0;
+    const auto [start, each] = cut_of(row, n);
     if (each == 0 || t0_ns <= start) return 0;
     // Piece k (k + 1 < n) is stamped start + each * (k + 1): the one before q = (t0 - start) /
     // each is stamped before t0.
