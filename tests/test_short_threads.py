@@ -94,6 +94,22 @@ def test_expiries_owed_at_thread_ends_are_flagged_counted_and_agree_with_the_thr
     assert stats["threads_unsampled"] == 0, d
 
 
+def test_threads_that_drew_no_expiry_stand_in_the_profile_not_in_the_balance_as_missing(tmp_path):
+    # 300 x 7 ms at 10 ms: each thread's random phase gives it no expiry with probability 0.3,
+    # one with 0.7 (weight 10 ms), so about 90 threads end without a sample while the profile's
+    # total stays their CPU in expectation. The balance once also named their CPU as "threads
+    # ended unsampled" (0.52 s of 2.16 s), counting it twice: "not accounted" was -30 %.
+    d = _run(tmp_path, "hash300", "cpu", "auto", "10")
+    stats, balance = d["stats"], d["balance"]
+    assert stats["timer"] == "per-thread", d
+    assert stats["threads_unsampled"] >= 20, d  # binomial(300, 0.3): 90 +- 8
+    assert stats["threads_unsampled_cpu_ns"] > 0, d
+    # every one ended through its exit watch, its schedule settled: none is missing CPU
+    assert balance["cpu_unsampled_threads_ns"] == 0, d
+    # 300 independent draws of up to one interval: sd ~80 ms of ~2.1 s (3.8 %)
+    assert abs(balance["cpu_unaccounted_ns"]) < 0.15 * balance["cpu_process_ns"], d
+
+
 _SHORT_THREADS_PROGRAM = """
 import threading, time
 def spin(s):
@@ -116,3 +132,7 @@ def test_summary_blames_short_threads_not_the_tick_and_shows_their_end_samples(t
     assert len(note) == 1, r.stderr
     assert "short threads:" in note[0] and "CONFIG_HZ" not in note[0], r.stderr
     assert "thread-end samples," in r.stderr, r.stderr
+    # ~70 % of 3 ms threads draw no expiry at 10 ms: not listed, and not called missing
+    ended = [line for line in r.stderr.splitlines() if "threads ended without a sample" in line]
+    assert len(ended) == 1, r.stderr
+    assert "of it in other threads' weights (random timer phase)" in ended[0], r.stderr

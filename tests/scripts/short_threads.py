@@ -117,6 +117,21 @@ def main() -> None:
                 "threads_rejoined",
             )
         },
+        # the CPU balance: where the process's CPU went that no sample holds (a failed share
+        # check shows whether an outlier is teardown, threads missed between scans, or neither)
+        "balance": {
+            k: profile.stats.get(k)
+            for k in (
+                "cpu_process_ns",
+                "cpu_profile_ns",
+                "cpu_spprof_threads_ns",
+                "cpu_ended_between_scans_ns",
+                "cpu_unsampled_threads_ns",
+                "cpu_before_found_ns",
+                "cpu_signal_blocked_ns",
+                "cpu_unaccounted_ns",
+            )
+        },
     }
     with open(out, "w") as f:
         json.dump(result, f, indent=1)

@@ -196,8 +196,16 @@ def summary(
     unsampled = profile.stats.get("threads_unsampled", 0)
     if unsampled:
         cpu = profile.stats.get("threads_unsampled_cpu_ns", 0)
+        missing = profile.stats.get("cpu_unsampled_threads_ns", cpu)
+        # A thread whose random timer phase drew no expiry is the other side of those that
+        # drew one more than their CPU: its CPU is in the profile's total, only not named.
+        why = ""
+        if missing < cpu:
+            held = _seconds(cpu - missing)
+            why = f"; {held} of it in other threads' weights (random timer phase)"
         lines.append(
-            f"  ({unsampled:,} threads ended without a sample, {_seconds(cpu)} CPU: not listed)"
+            f"  ({unsampled:,} threads ended without a sample, {_seconds(cpu)} CPU: "
+            f"not listed{why})"
         )
     thread_end = profile.stats.get("thread_end_samples", 0)
     if thread_end:

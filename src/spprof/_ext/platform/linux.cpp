@@ -498,6 +498,7 @@ TimerResidual itimer_residual(ThreadCtx* ctx) {
     if (g_stats.itimer_yielded.load(std::memory_order_relaxed) != 0) return r;
     uint64_t cpu = 0;
     if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu)) return r;
+    r.settled = true;
     const uint64_t last = ctx->last_cpu_ns_.exchange(cpu, std::memory_order_relaxed);
     if (cpu <= last) return r;
     const uint64_t interval = g_path.interval_ns.load(std::memory_order_relaxed);
@@ -531,6 +532,7 @@ TimerResidual platform_thread_finish(ThreadCtx* ctx) {
         // The kernel said one is due and none fired since: at least that one (the anchor is
         // read around timer_settime, so it can be a few microseconds off).
         if (owed == 0 && overdue && weight_after == weight_before) owed = 1;
+        r.settled = true;
     } else {
         platform_thread_detach(ctx);
     }

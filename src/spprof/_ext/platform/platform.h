@@ -101,6 +101,9 @@ void platform_thread_detach(ThreadCtx* ctx);
 struct TimerResidual {
     uint64_t expiries = 0;   // expiries due by the thread's final CPU time, never delivered
     uint64_t weight_ns = 0;  // the CPU time they stand for (intervals may have changed)
+    // The thread's CPU up to its end is settled: delivered plus owed expiries stand for it (in
+    // expectation), so a thread that drew none still has its CPU in the profile's total.
+    bool settled = false;
 };
 // GIL held, on ctx's own thread as it ends (the threading exit watch: its CPU clock can still
 // be read, its timer is still armed), or from stop() for threads still alive. Deletes the thread's CPU timer, then counts the

@@ -33,7 +33,7 @@ CpuBalance cpu_balance(const CpuReading& begin, const CpuReading& end, const Ses
     b.own_threads_ns = diff(end.own_ns, begin.own_ns) + extra_own_ns;
     b.blocked_threads_ns = blocked_ns;
     b.before_found_ns = counters.cpu_before_found_ns;
-    b.unsampled_ended_ns = counters.threads_unsampled_cpu_ns;
+    b.unsampled_ended_ns = counters.threads_unsampled_unsettled_cpu_ns;
     if (begin.threads_listed && end.threads_listed) {
         // CPU of every thread that ended (whole lives), at each reading.
         const int64_t dead_begin = static_cast<int64_t>(begin.process_ns) - static_cast<int64_t>(begin.live_threads_ns);

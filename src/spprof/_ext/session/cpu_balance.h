@@ -40,7 +40,7 @@ struct CpuBalance {
     uint64_t own_threads_ns = 0;       // spprof's threads, and stop()'s own work on its caller
     uint64_t blocked_threads_ns = 0;   // threads that block the sampling signal
     uint64_t before_found_ns = 0;      // threads' CPU before the scan found them
-    uint64_t unsampled_ended_ns = 0;   // threads that ended without a sample
+    uint64_t unsampled_ended_ns = 0;   // threads that ended without a sample, their CPU unsettled
     uint64_t ended_unseen_ns = 0;      // threads that started and ended between two scans
     int64_t unaccounted_ns = 0;        // the rest (may be negative)
     uint64_t given_up_ns = 0;          // after sampling was given up to the program (its SIGPROF)

@@ -34,6 +34,10 @@ struct SessionCounters {
     uint64_t threads_registered = 0;     // every thread the session sampled, ever
     uint64_t threads_unsampled = 0;      // ended without a sample: not in the profile
     uint64_t threads_unsampled_cpu_ns = 0;
+    // Of that, threads whose end did not settle their timer's schedule (no exit watch, no
+    // timer): CPU no sample stands for. A settled thread that drew no expiry is the other side
+    // of the threads that drew one more than their CPU: its CPU is in the profile's total.
+    uint64_t threads_unsampled_unsettled_cpu_ns = 0;
     uint64_t threads_refused = 0;        // more alive at once than the table holds
     uint64_t threads_alive_max = 0;
     uint64_t attach_failures = 0;

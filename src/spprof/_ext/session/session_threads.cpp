@@ -193,6 +193,7 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
     if (ThreadCtx* ctx = table_.at(it->second)) {
         const TimerResidual owed = platform_thread_finish(ctx);
         if (owed.expiries > 0) write_thread_end(ctx, owed.expiries, owed.weight_ns);
+        records_[id].end_settled = owed.settled;
         // Its CPU is all accounted now: the wall census must not take the ending thread for
         // one without a timer and signal it for the time since its last census.
         ctx->state_.store(ThreadState::kDetached, std::memory_order_release);
@@ -395,7 +396,9 @@ void SessionThreads::retire(uint32_t slot) {
         // Nothing in the profile names it: a thread-per-request server leaves no trace per
         // request, only these two counters.
         ++counters_.threads_unsampled;
-        counters_.threads_unsampled_cpu_ns += rec.cpu_last_ns > rec.cpu_start_ns ? rec.cpu_last_ns - rec.cpu_start_ns : 0;
+        const uint64_t cpu = rec.cpu_last_ns > rec.cpu_start_ns ? rec.cpu_last_ns - rec.cpu_start_ns : 0;
+        counters_.threads_unsampled_cpu_ns += cpu;
+        if (!rec.end_settled) counters_.threads_unsampled_unsettled_cpu_ns += cpu;
         name_bytes_ -= rec.name.capacity();
         rec = ThreadRecord{};
         rec.alive = false;

@@ -56,6 +56,7 @@ struct ThreadRecord {
     // Threads found by the scan of the process's OS threads (os_thread_scan.cpp).
     bool native_only = false;      // found without a Python state: its tid is its identity
     bool signal_blocked = false;   // blocks the sampling signal: left alone, its CPU reported
+    bool end_settled = false;      // its exit watch settled its timer's schedule (TimerResidual)
     bool exiting = false;          // its exit watch ran: its state is gone because it ends
     uint64_t start_ticks = 0;      // when its OS thread started (0: not read); tells a reused tid apart
     uint64_t sampled_ns = 0;       // on-CPU weight of its samples
