@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
-import sys
 
 import pytest
 
@@ -21,7 +20,7 @@ from conftest import SCRIPTS, run_python, skip_when_emulated
 from spprof import output
 
 GC_FRAME = "<GC>"
-pytestmark = pytest.mark.skipif(sys.platform == "darwin", reason="<GC> frames are Linux-only")
+# macOS too: the Mach sampler reads the GIL holder (pyframes/gil_state.h, test_gil_state.py).
 
 
 def _run(mode: str, native: bool, out_path: str = "") -> dict:
@@ -73,7 +72,14 @@ def test_gc_share_matches_what_gc_callbacks_measure(mode: str, native: bool) -> 
     # Under the function that allocates: make_cycles, or the gc.callbacks function the
     # collection itself calls (its own Python frames run inside the collection).
     parents: dict[str, int] = {}
+    # A chain caught torn (a frame being pushed as the signal came: 3.12, about one run in
+    # fifteen, 4 ms of ~0.5 s) is marked <truncated> at its root side and keeps its <GC>, with
+    # nothing between: correct, and rare, never a parent of its own.
+    torn = [names for _, names in in_gc if "<truncated>" in names]
+    assert len(torn) <= max(1, len(in_gc) // 100), torn
     for w, names in in_gc:
+        if "<truncated>" in names:
+            continue
         at = names.index(GC_FRAME)
         parents[names[at - 1]] = parents.get(names[at - 1], 0) + w
         # Leaf side of every Python frame: only native frames may follow it (native mode).

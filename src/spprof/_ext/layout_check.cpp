@@ -24,10 +24,14 @@
 #undef HAVE_STD_ATOMIC
 #endif
 #include "internal/pycore_interp.h"
+#if PY_VERSION_HEX < 0x030C0000
+#include "internal/pycore_runtime.h"  // _PyRuntimeState: the one GIL lives there before 3.12
+#endif
 #define SPPROF_CHECK_GC 1
 #endif
 
 #include "capture/pyframes/gc_state.h"
+#include "capture/pyframes/gil_state.h"
 #include "framewalker.h"
 
 #if defined(SPPROF_CHECK_FRAME)
@@ -81,4 +85,20 @@ static_assert(spprof::kGcCollectingOffset ==
                   offsetof(PyInterpreterState, gc) + offsetof(struct _gc_runtime_state, collecting),
               "mirrored PyInterpreterState.gc.collecting is at the wrong offset");
 static_assert(sizeof(((struct _gc_runtime_state*)nullptr)->collecting) == sizeof(int), "collecting is an int");
+#endif
+
+// The GIL's state (capture/pyframes/gil_state.h), where the headers that hold the GC state hold it too.
+#if defined(SPPROF_CHECK_GC) && !defined(Py_GIL_DISABLED)
+static_assert(spprof::kGilLastHolderOffset == offsetof(struct _gil_runtime_state, last_holder), "GIL last_holder");
+static_assert(spprof::kGilLockedOffset == offsetof(struct _gil_runtime_state, locked), "GIL locked");
+static_assert(sizeof(((struct _gil_runtime_state*)nullptr)->last_holder) == sizeof(uintptr_t), "last_holder is a word");
+static_assert(sizeof(((struct _gil_runtime_state*)nullptr)->locked) == sizeof(int), "locked is an int");
+#if PY_VERSION_HEX >= 0x030C0000
+static_assert(spprof::kInterpGilPointerOffset == offsetof(PyInterpreterState, ceval) + offsetof(struct _ceval_state, gil),
+              "mirrored PyInterpreterState.ceval.gil is at the wrong offset");
+static_assert(sizeof(((struct _ceval_state*)nullptr)->gil) == sizeof(void*), "ceval.gil is a pointer");
+#else
+static_assert(spprof::kRuntimeGilOffset == offsetof(_PyRuntimeState, ceval) + offsetof(struct _ceval_runtime_state, gil),
+              "mirrored _PyRuntime.ceval.gil is at the wrong offset");
+#endif
 #endif

@@ -7,6 +7,7 @@
 #include <Python.h>
 
 #include <csignal>
+#include <ctime>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "own_threads.h"
 #include "platform/platform.h"
 #include "profile_export.h"
+#include "capture/pyframes/gil_state.h"
 #include "capture/sample_record.h"
 #include "session/session.h"
 #include "signal_handler.h"
@@ -560,6 +562,37 @@ PyObject* py_set_debug(PyObject*, PyObject* arg) {
     Py_RETURN_NONE;
 }
 
+// The GIL as the Mach sampler reads it from its own thread (capture/pyframes/gil_state.h), so
+// that Linux tests prove the mirrored offsets on every version: whether the caller holds it
+// now, then, with the GIL let go for `wait_s`, whether it still reads as the caller's and the
+// ident of the thread that holds it (0: nobody).
+PyObject* py_gil_reading(PyObject*, PyObject* arg) {
+    const double wait_s = PyFloat_AsDouble(arg);
+    if (wait_s < 0 || PyErr_Occurred()) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "wait_s must be >= 0");
+        return nullptr;
+    }
+    PyInterpreterState* interp = PyInterpreterState_Main();
+    const unsigned char* gil = gil_state_of(interp);
+    PyThreadState* me = PyThreadState_Get();
+    const bool held_now = gil_held_by(gil, reinterpret_cast<uintptr_t>(me));
+    bool mine_released = false;
+    uintptr_t holder = 0;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec ts;
+    ts.tv_sec = static_cast<time_t>(wait_s);
+    ts.tv_nsec = static_cast<long>((wait_s - static_cast<double>(ts.tv_sec)) * 1e9);
+    nanosleep(&ts, nullptr);
+    mine_released = gil_held_by(gil, reinterpret_cast<uintptr_t>(me));
+    holder = gil_holder(gil);
+    Py_END_ALLOW_THREADS
+    unsigned long ident = 0;
+    for (PyThreadState* t = PyInterpreterState_ThreadHead(interp); t != nullptr; t = PyThreadState_Next(t)) {
+        if (reinterpret_cast<uintptr_t>(t) == holder) ident = t->thread_id;
+    }
+    return Py_BuildValue("(OOk)", held_now ? Py_True : Py_False, mine_released ? Py_True : Py_False, ident);
+}
+
 // The packed row layout stop() exports as "samples": SAMPLE_ROW_FORMAT is the struct format
 // spprof/_rows.py must equal (tests/test_rows.py checks), held to SampleRow by these asserts.
 constexpr char kSampleRowFormat[] = "<QQII";  // timestamp_ns, weight_ns, stack, thread_and_flags
@@ -614,6 +647,9 @@ PyMethodDef kMethods[] = {
      "restart_threads_after_fork(then=None): after os.fork, in the parent: start the threads "
      "stop_threads_for_fork stopped again, then call then() (3.13+: once os.fork has returned)"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},
+    {"_gil_reading", py_gil_reading, METH_O,
+     "_gil_reading(wait_s) -> (held by the caller, still read as the caller's with the GIL let go "
+     "for wait_s, the ident of the thread holding it then or 0): the Mach sampler's GIL reader"},
     {"_watch_exit_signals", py_watch_exit_signals, METH_O,
      "_watch_exit_signals(callback): on SIGTERM/SIGHUP/SIGQUIT left at SIG_DFL, call "
      "callback(signum) from a thread of spprof's with the GIL, then die by the signal (the CLI)"},

@@ -467,6 +467,7 @@ void capture_reset_stats() {
 void capture_count_idle() { bump(g_counters.idle); }
 
 void capture_count_sampled(bool written) { bump(written ? g_counters.captured : g_counters.dropped_full); }
+void capture_count_gc() { bump(g_counters.gc); }
 
 SignalPath g_signal_path;
 

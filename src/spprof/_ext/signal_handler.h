@@ -126,6 +126,8 @@ CaptureStats capture_stats();
 void capture_count_idle();
 // The Mach sampler: one record written into a thread's ring (or refused: ring full or busy).
 void capture_count_sampled(bool written);
+// The Mach sampler: one record marked <GC> (stats()["samples_in_gc"]).
+void capture_count_gc();
 void capture_reset_stats();
 
 }  // namespace spprof

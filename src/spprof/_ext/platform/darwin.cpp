@@ -25,7 +25,7 @@ void platform_cleanup() { mach_sampler_cleanup(); }
 PlatformTraits platform_traits() {
     PlatformTraits t;
     t.session_wall_census = false;  // the Mach sampler sees blocked threads itself
-    t.gc_frames = false;            // no GIL holder from another thread: GC time stays on its line
+    t.gc_frames = true;             // the sampler reads the GIL's holder (capture/pyframes/gil_state.h)
     return t;
 }
 

@@ -31,6 +31,8 @@
 #include <new>
 #include <vector>
 
+#include "../capture/pyframes/gc_state.h"
+#include "../capture/pyframes/gil_state.h"
 #include "../capture/record_writer.h"
 #include "../capture/sample_record.h"
 #include "../signal_handler.h"
@@ -339,6 +341,10 @@ private:
     uint64_t interval_ns_ = 0;
     bool wall_mode_ = false;
     ThreadRegistry* registry_ = nullptr;
+    // The main interpreter's GIL state and "collecting" flag: who holds the GIL, and whether
+    // that thread is running the cyclic GC (capture/pyframes/gil_state.h, gc_state.h).
+    const unsigned char* gil_ = nullptr;
+    const int* gc_collecting_ = nullptr;
     // Sampler-thread state; buffers allocated by start()
     std::unique_ptr<RawFrame[]> frames_;
     std::unique_ptr<uint64_t[]> pcs_;
@@ -378,6 +384,8 @@ Error MachSampler::start(uint64_t interval_ns, bool wall_mode) {
     }
     interval_ns_ = interval_ns;
     wall_mode_ = wall_mode;
+    gil_ = gil_state_of(PyInterpreterState_Main());
+    gc_collecting_ = gc_collecting_flag(PyInterpreterState_Main());
     targets_.clear();
     targets_valid_ = false;
     g_stats.reset();
@@ -618,11 +626,20 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
     uint64_t stamp = 0;
     UnwindStatus nw;
     WalkResult pw;
+    bool has_gil = false;
+    bool in_gc = false;
     const CycleResult r = suspend_and_copy(layer_, t.port, [&](const RegisterContext& regs) {
         // SUSPENDED WINDOW, NO-HEAP: pre-allocated buffers, reads that cannot fault, no locks.
         stamp = now_ns();
         if (native) nw = walk_frame_pointers(StackReader{}, regs, bounds, pcs, kMaxNativeFrames);
-        if (!native_only) pw = walk_python_stack(reader, tstate, frames, kMaxPythonFrames);
+        if (!native_only) {
+            pw = walk_python_stack(reader, tstate, frames, kMaxPythonFrames);
+            // Suspended, a thread that holds the GIL cannot let it go: "holds it" is exact. The
+            // collector holds the GIL, so "collecting and this thread holds it" names it, as
+            // the Linux capture's PyGILState_Check does (signal_handler.cpp, running_gc).
+            has_gil = gil_held_by(gil_, tstate);
+            in_gc = has_gil && gc_collecting_ != nullptr && *reinterpret_cast<const volatile int*>(gc_collecting_) != 0;
+        }
     });
     // Every thread runs again from here on.
     record_cycle(g_stats, r);
@@ -641,6 +658,13 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
         pw.depth = 1;
     }
     if (pw.depth == 0 && native_depth == 0) return;
+    if (in_gc && pw.depth < kMaxPythonFrames) {
+        // <GC> on the leaf side of the frame that ran the collection (leaf first), as on Linux.
+        std::memmove(frames + 1, frames, pw.depth * sizeof(RawFrame));
+        frames[0] = RawFrame{kGcFrameCode, 0, 0};
+        ++pw.depth;
+        capture_count_gc();
+    }
 
     RawSampleHeader h{};
     h.timestamp_ns = stamp;
@@ -649,7 +673,8 @@ void MachSampler::sample(Target& t, const ThreadTable& table) {
     h.thread_serial = ctx->serial_;
     // A torn chain (pw.error) lost its root side like a stack deeper than the cap. Wall mode:
     // a thread off CPU was blocked (the session gives an idle record's time to its stack).
-    h.flags = (on_cpu ? kSampleOnCpu : kSampleIdle) | (pw.truncated || pw.error ? kSampleTruncated : 0u);
+    h.flags = (on_cpu ? kSampleOnCpu : kSampleIdle) | (pw.truncated || pw.error ? kSampleTruncated : 0u) |
+              (native_only ? 0u : kSampleGilKnown | (has_gil ? kSampleHasGil : 0u));
     h.depth = static_cast<uint16_t>(pw.depth);
     h.native_depth = static_cast<uint16_t>(native_depth);
     t.last_sample_ns = stamp;

@@ -38,8 +38,9 @@ struct PlatformTraits {
     // which flags their records kSampleIdle in wall mode).
     bool session_wall_census = false;
     // Samples taken while the thread runs the cyclic GC get a <GC> frame. The capture needs
-    // to know the sampled thread holds the GIL, which only a capture on that thread can ask
-    // (the signal path). False on macOS: the Mach sampler cannot tell the collector apart.
+    // to know the sampled thread holds the GIL: the signal path asks PyGILState_Check on the
+    // thread, the Mach sampler reads the GIL's holder (capture/pyframes/gil_state.h). True on
+    // both; a platform whose capture could not tell the collector apart would say false.
     bool gc_frames = false;
 };
 
