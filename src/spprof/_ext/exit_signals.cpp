@@ -104,8 +104,10 @@ void ExitSignalWatcher::stop() {
 }
 
 void ExitSignalWatcher::stop_thread_for_fork() {
-    if (!join_.running()) return;
-    stopped_for_fork_ = true;
+    // A join under way (another thread's fork, or stop()) is waited for, not skipped: the
+    // watcher may be making or deleting its thread state, whose lock a fork must not copy
+    // held (Session::stop_threads_for_fork).
+    if (join_.running()) stopped_for_fork_ = true;
     // As in stop(): a signal read before the wake-up ends the process from the watcher.
     join_.stop([] { platform_exit_signals_wake(); });
 }

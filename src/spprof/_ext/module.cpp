@@ -10,7 +10,9 @@
 #include <ctime>
 #include <cstddef>
 #include <cstring>
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "session/code_keepalive.h"
 #include "session/exit_dump.h"
@@ -214,6 +216,12 @@ PyObject* build_stats(const Session* s) {
     return d;
 }
 
+// os.fork calls between their before hook and their after_in_parent hook (main interpreter,
+// GIL held). Several threads may fork at once: a before hook that releases the GIL (a join)
+// lets another thread's fork begin, and that fork may end first. spprof's threads come back
+// only when the last of them has ended.
+int g_forks_in_flight = 0;
+
 PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     static const char* kwlist[] = {"interval_ns", "timer", "memory_limit_bytes", "ring_bytes",
                                    "drain_interval_ms", "mode", "progress", "native",
@@ -250,7 +258,7 @@ PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     cfg.interpreter_frames = interpreter_frames != 0;
     cfg.max_overhead_pct = max_overhead_pct;
     auto session = std::make_unique<Session>(cfg);
-    Error e = session->start();
+    Error e = session->start(/*threads_after_fork=*/g_forks_in_flight > 0);
     if (!e.ok()) {
         if (session->running()) session->stop();
         session->release_references();
@@ -260,6 +268,24 @@ PyObject* py_start(PyObject* module, PyObject* args, PyObject* kwargs) {
     Py_RETURN_NONE;
 }
 
+// Fork before-hooks inside the session or the exit-signal watcher (py_stop_threads_for_fork).
+// One may wait there, GIL released, for a join that stop() or another fork is making
+// (gil_join.h); what it waits in must outlive it. GIL held for every change.
+int g_fork_hooks_inside = 0;
+// The session py_stop is stopping, unpublished already: a fork meanwhile must still wait for
+// the drain thread's join that stop() makes (the drain thread may be making its thread state).
+Session* g_session_stopping = nullptr;
+
+// GIL held. Returns once no fork hook is inside the session or the watcher (they were
+// unpublished first, so none enters again): they need the GIL to leave.
+void wait_for_fork_hooks_to_leave() {
+    while (g_fork_hooks_inside > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        Py_END_ALLOW_THREADS
+    }
+}
+
 PyObject* py_stop(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     if (st->session == nullptr) return raise(Error::runtime("profiler is not running"));
@@ -267,7 +293,13 @@ PyObject* py_stop(PyObject* module, PyObject*) {
     exit_dump_disarm();
     std::unique_ptr<Session> session(st->session);
     st->session = nullptr;
+    g_session_stopping = session.get();
     Error e = session->stop();
+    g_session_stopping = nullptr;
+    // A fork hook that found the session before it was unpublished may still be waiting for
+    // the drain thread's join this stop made: freeing the session under it was a
+    // use-after-free (ASan, test_fork's stop-while-forking program, 3.11).
+    wait_for_fork_hooks_to_leave();
     PyObject* stats = build_stats(session.get());
     if (stats != nullptr) {
         Py_XSETREF(st->last_stats, stats);
@@ -371,11 +403,6 @@ PyObject* py_window_export(PyObject* module, PyObject* args) {
 
 PyObject* py_monotonic_ns(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(platform_monotonic_ns()); }
 
-// os.fork calls between their before hook and their after_in_parent hook (main interpreter,
-// GIL held). Several threads may fork at once: a before hook that releases the GIL (a join)
-// lets another thread's fork begin, and that fork may end first. spprof's threads come back
-// only when the last of them has ended.
-int g_forks_in_flight = 0;
 
 #if PY_VERSION_HEX >= 0x030D0000
 // The frame that called os.fork, and its instruction then (3.13+: see restart_threads_pending).
@@ -468,11 +495,14 @@ PyObject* py_stop_threads_for_fork(PyObject* module, PyObject*) {
     remember_fork_caller();
 #endif
     ModuleState* st = state_of(module);
-    if (st->session != nullptr) {
+    ++g_fork_hooks_inside;
+    Session* session = st->session != nullptr ? st->session : g_session_stopping;
+    if (session != nullptr) {
         const SessionMutation changing;
-        st->session->stop_threads_for_fork();
+        session->stop_threads_for_fork();
     }
     if (st->exit_watcher != nullptr) st->exit_watcher->stop_thread_for_fork();
+    --g_fork_hooks_inside;
     Py_RETURN_NONE;
 }
 
@@ -524,6 +554,7 @@ PyObject* py_unwatch_exit_signals(PyObject* module, PyObject*) {
         ExitSignalWatcher* w = st->exit_watcher;
         st->exit_watcher = nullptr;
         w->stop();
+        wait_for_fork_hooks_to_leave();  // as in py_stop
         delete w;
     }
     Py_RETURN_NONE;

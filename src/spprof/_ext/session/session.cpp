@@ -21,7 +21,7 @@ Session::Session(const SessionConfig& config)
 
 Session::~Session() = default;
 
-Error Session::start() {
+Error Session::start(bool threads_after_fork) {
     capture_reset_stats();
     platform_reset_stats();
     start_ns_ = platform_monotonic_ns();
@@ -92,7 +92,7 @@ Error Session::start() {
     }
     if (config_.wall_mode && platform_traits().session_wall_census) {
         wall_ = std::make_unique<WallSampler>(&threads_.table(), config_.interval_ns);
-        e = wall_->start();
+        if (!threads_after_fork) e = wall_->start();
         if (!e.ok()) {
             wall_.reset();
             stop();
@@ -104,7 +104,12 @@ Error Session::start() {
     signal_call_reset_retakes();
     const Error hooked = signal_call_hook(SignalCallHolder::kSession);
     if (!hooked.ok()) log_debug("signal.signal not covered: %s", hooked.what);
-    drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this);
+    if (threads_after_fork) {
+        threads_stopped_for_fork_ = true;  // restart_threads_after_fork starts them
+        log_debug("a fork is under way: spprof's threads start once it has ended");
+    } else {
+        drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this);
+    }
     // The CPU balance's window opens here; threads found from now on bring the CPU they used
     // before (SessionCounters::cpu_before_found_ns).
     std::vector<OsThread> scratch;
@@ -117,6 +122,10 @@ Error Session::start() {
 
 Error Session::stop() {
     if (!running_) return Error::runtime("session is not running");
+    // Whatever lets the GIL go from here (the drain thread's join, a collection during the
+    // last scan) may let another thread fork: its after-fork hook must not start the threads
+    // this stop is ending (restart_threads_after_fork).
+    stopping_ = true;
     // First of all, no more captures: what the calling thread does from here is spprof's own
     // stopping, never a sample of the program (signals still arriving find no table).
     if (!capture_disable_and_wait()) {
@@ -185,7 +194,13 @@ void Session::abandon_after_fork() {
 }
 
 void Session::stop_threads_for_fork() {
-    if (!running_ || threads_stopped_for_fork_) return;
+    if (!running_) return;
+    // Even when another thread's fork (or stop()) stopped them first: its join of the drain
+    // thread may still be under way, GIL released, with the drain thread making or deleting
+    // its thread state. drain_thread_.stop() waits for that join (gil_join.h). Forking
+    // meanwhile copied CPython's thread-state lock held, and 3.9-3.11's child waits for it
+    // forever in PyOS_AfterFork_Child (_PyThreadState_DeleteExcept): a hang in 1 of ~8 runs
+    // of test_fork's stop-while-forking program under ASan on 3.11.
     threads_stopped_for_fork_ = true;
     if (wall_) wall_->stop();
     drain_thread_.stop();
@@ -194,7 +209,7 @@ void Session::stop_threads_for_fork() {
 void Session::restart_threads_after_fork() {
     if (!threads_stopped_for_fork_) return;
     threads_stopped_for_fork_ = false;
-    if (!running_) return;
+    if (!running_ || stopping_) return;
     if (wall_) {
         const Error e = wall_->start();
         if (!e.ok()) log_warning("wall mode: %s after fork; blocked threads are no longer sampled", e.what);

@@ -53,8 +53,12 @@ public:
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    // GIL held. Starts sampling every existing Python thread.
-    Error start();
+    // GIL held. Starts sampling every existing Python thread. `threads_after_fork`: another
+    // thread's os.fork is under way (its before hook ran, its after hook has not): spprof's
+    // threads start with restart_threads_after_fork once the last fork in flight has ended,
+    // never while the process is being copied (a drain thread making its thread state holds
+    // CPython's thread-state lock, which 3.9-3.11's child then waits for forever).
+    Error start(bool threads_after_fork = false);
     // GIL held (released internally while joining the drain thread). After it returns no
     // timer, handler or thread of ours remains and every captured record is in the store.
     Error stop();
@@ -133,6 +137,7 @@ private:
     SampleDrain drain_;
     std::unique_ptr<WallSampler> wall_;
     bool threads_stopped_for_fork_ = false;
+    bool stopping_ = false;  // stop() has begun: no fork restarts its threads
     // Native mode. Destroyed with the session, after stop() has restored the handler.
     std::unique_ptr<UnwindTables> unwind_;
     DrainThread drain_thread_;
