@@ -383,3 +383,41 @@ def test_start_with_http_serves_across_a_fork_and_stop_leaves_nothing_behind():
         f"spprof: pprof endpoint on http://127.0.0.1:{port}/debug/pprof/ "
         f"(go tool pprof http://127.0.0.1:{port}/debug/pprof/profile?seconds=30)"
     ], r.stderr
+
+
+IDLE_ENDPOINT = textwrap.dedent(
+    """
+    import json, sys, time, urllib.request
+    import spprof
+
+    spprof.start(mode=sys.argv[1], interval_ms=10, http="127.0.0.1:0")
+    _, port = spprof.http_address()
+    with urllib.request.urlopen("http://127.0.0.1:%d/debug/pprof/" % port, timeout=30) as r:
+        status = r.status
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.0:
+        pass
+    p = spprof.stop()
+    print(json.dumps({
+        "status": status,
+        "in_profiler": p.stats.get("samples_in_profiler", 0),
+        "threads": [t.name for t in p.threads],
+        "spprof_cpu": p.stats.get("cpu_spprof_threads_ns", 0),
+    }))
+    """
+)
+
+
+def test_the_endpoints_threads_are_spprofs_own_neither_sampled_nor_listed():
+    # Wall mode samples blocked threads: the accept thread waits in accept() the whole session
+    # and a request's thread serves the index. They were sampled like the program's threads
+    # and their samples dropped after: the idle accept thread gave ~100 samples a second to
+    # samples_in_profiler (101 for this program), and the thread table listed "spprof-http".
+    r = run_python("-c", IDLE_ENDPOINT, "wall")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == 200
+    assert not [name for name in out["threads"] if name.startswith("spprof-http")], out
+    assert "MainThread" in out["threads"], out
+    # What is left is the main thread's start() and stop() calls: a sample or two each.
+    assert out["in_profiler"] <= 10, out

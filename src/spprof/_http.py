@@ -14,8 +14,10 @@ floor programs leave alone, close-on-exec, and closed at the session's stop only
 still ours. One thread ("spprof-http") blocks in accept(): no cost while idle. Each accepted
 connection is served on a short thread of its own, so a 30 s profile does not keep the index
 or a 429 waiting; at most MAX_CONNECTIONS at once, the rest get 503 from the accept thread.
-Their frames are in this file, which _session lists as the profiler's: their samples are
-dropped from every profile and counted in samples_in_profiler.
+They are spprof's own threads (_own_threads): never sampled, their CPU time named in the CPU
+balance as spprof's. Should one be sampled all the same (a scan that found its state before the
+start hook ran), its frames are in this file, which _session lists as the profiler's: those
+samples are dropped from every profile and counted in samples_in_profiler.
 
 Across os.fork the accept thread is stopped and started again in the parent with spprof's
 native threads (a forked child must not inherit a thread, and CPython 3.12+ warns on fork
@@ -38,6 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from . import _debug, _stderr
 from ._http_address import HttpAddress
+from ._own_threads import own_thread
 from ._rows import SERIAL_MASK, THREAD_AND_FLAGS_WORD
 
 if TYPE_CHECKING:
@@ -136,7 +139,7 @@ class Server:
 
     def _start_accepting(self) -> None:
         self.stopping.clear()
-        t = threading.Thread(target=self._accept_loop, name=THREAD_NAME, daemon=True)
+        t = own_thread(self._accept_loop, THREAD_NAME)
         t.start()
         self.accept_thread = t
 
@@ -160,7 +163,7 @@ class Server:
                 full = len(self.handlers) >= MAX_CONNECTIONS
                 if not full:
                     name = THREAD_NAME + "-request"
-                    t = threading.Thread(target=self._handle, args=(conn,), name=name, daemon=True)
+                    t = own_thread(self._handle, name, (conn,))
                     self.handlers.add(t)
                     self.conns.add(conn)
             if full:

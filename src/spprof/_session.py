@@ -33,6 +33,7 @@ from . import (
 )
 from ._config import SessionConfig, ValidConfig
 from ._model import Sample
+from ._own_threads import OWN_THREAD
 from ._profile import Profile
 from ._stats import SessionStats
 from ._version import __version__
@@ -140,8 +141,13 @@ def _register_thread(thread: threading.Thread) -> None:
     (so before its target): registers it. Never raises (the program's thread must run).
 
     threading has not set the thread's ident nor put it in _active yet: nothing here may call
-    threading.current_thread() (it would make a _DummyThread). The name comes from `thread`."""
+    threading.current_thread() (it would make a _DummyThread). The name comes from `thread`.
+    One of spprof's own (the pprof endpoint's, OWN_THREAD set) is never sampled: it joins
+    spprof's native threads instead, and leaves as its target ends (_own_threads)."""
     try:
+        if getattr(thread, OWN_THREAD, False):
+            _ext._own_thread_enter()
+            return
         _ext.register_current_thread(_entry_code(thread), _register_thread.__code__, thread.name)
     except Exception as exc:
         _debug.debug(f"could not register {thread.name}: {exc}")

@@ -432,6 +432,8 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     exit_dump_disarm();
     own_threads_after_fork_child();  // the parent's threads of ours were not copied
     g_forks_in_flight = 0;           // the forks other threads had begun are the parent's
+    g_fork_hooks_inside = 0;         // and so are the hooks they were in
+    g_session_stopping = nullptr;
 #if PY_VERSION_HEX >= 0x030D0000
     Py_CLEAR(g_fork_caller);
     g_restart_queued = false;
@@ -593,6 +595,19 @@ PyObject* py_set_debug(PyObject*, PyObject* arg) {
     Py_RETURN_NONE;
 }
 
+// spprof's own Python threads (the pprof endpoint's): never sampled, their CPU named as
+// spprof's in the balance (own_threads.h). On the thread itself: enter before the session
+// could take it for the program's (threading's start hook, before its target), leave last.
+PyObject* py_own_thread_enter(PyObject*, PyObject*) {
+    own_thread_enter();
+    Py_RETURN_NONE;
+}
+
+PyObject* py_own_thread_leave(PyObject*, PyObject*) {
+    own_thread_leave();
+    Py_RETURN_NONE;
+}
+
 // The GIL as the Mach sampler reads it from its own thread (capture/pyframes/gil_state.h), so
 // that Linux tests prove the mirrored offsets on every version: whether the caller holds it
 // now, then, with the GIL let go for `wait_s`, whether it still reads as the caller's and the
@@ -678,6 +693,10 @@ PyMethodDef kMethods[] = {
      "restart_threads_after_fork(then=None): after os.fork, in the parent: start the threads "
      "stop_threads_for_fork stopped again, then call then() (3.13+: once os.fork has returned)"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},
+    {"_own_thread_enter", py_own_thread_enter, METH_NOARGS,
+     "the calling thread is spprof's own from now on: never sampled, its CPU spprof's"},
+    {"_own_thread_leave", py_own_thread_leave, METH_NOARGS,
+     "the calling thread, one of spprof's, ends: its CPU time is counted once more"},
     {"_gil_reading", py_gil_reading, METH_O,
      "_gil_reading(wait_s) -> (held by the caller, still read as the caller's with the GIL let go "
      "for wait_s, the ident of the thread holding it then or 0): the Mach sampler's GIL reader"},

@@ -8,6 +8,7 @@
 
 #include "../framewalker.h"
 #include "../log.h"
+#include "../own_threads.h"
 #include "../platform/platform.h"
 #include "../capture/pyframes/thread_state.h"
 #include "../capture/record_writer.h"
@@ -289,6 +290,8 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
         }
         // Sampled by its tid already (found without a state): its captures walk this state.
         if (live_by_tid_.count(f.tid) != 0) continue;
+        // One of spprof's own Python threads (the pprof endpoint's, _ext._own_thread_enter).
+        if (own_thread(f.tid)) continue;
         // A new state on a thread we sample through another (a C thread's PyGILState_Ensure
         // after a Release): the same OS thread, which goes on by its tid from now on.
         auto same_tid = python_by_tid_.find(f.tid);
