@@ -25,7 +25,8 @@ waiting tasks (wall mode), parent links and uvloop are not shown yet (docs/usage
 
 from __future__ import annotations
 
-import asyncio
+import functools
+import importlib.util
 import linecache
 import os
 import re
@@ -37,7 +38,16 @@ from ._rows import STACK_WORD
 TASK_PREFIX = "<task> "
 EVENT_LOOP = "<event loop>"
 
-_ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
+
+@functools.cache
+def _asyncio_dir() -> str:
+    """This interpreter's asyncio package directory, found without importing asyncio: spprof
+    is imported by every profiled program, and asyncio's import was a quarter of spprof's
+    (45 ms of 177 ms on 3.13) for programs that never use it."""
+    spec = importlib.util.find_spec("asyncio")
+    origin = spec.origin if spec is not None else None
+    return os.path.dirname(os.path.abspath(origin)) if origin else ""
+
 
 # Per file of the asyncio package (3.9-3.15): the functions that run the loop, a callback,
 # or a task's step. None: every function of the file (runners.py only runs a loop).
@@ -82,9 +92,10 @@ def _kind(frame: Frame) -> int:
     if frame.is_native or not frame.filename:
         return _OTHER
     directory, base = os.path.split(frame.filename)
-    if directory != _ASYNCIO_DIR:
+    asyncio_dir = _asyncio_dir()
+    if directory != asyncio_dir:
         try:
-            if os.path.dirname(os.path.abspath(frame.filename)) != _ASYNCIO_DIR:
+            if os.path.dirname(os.path.abspath(frame.filename)) != asyncio_dir:
                 return _OTHER
         except OSError:  # the working directory is gone: a relative name is not asyncio's
             return _OTHER
