@@ -583,8 +583,10 @@ PyObject* py_hook_exit_calls(PyObject*, PyObject* hook) {
     Py_RETURN_NONE;
 }
 
-PyObject* py_unhook_exit_calls(PyObject*, PyObject*) {
-    exit_calls_unhook();
+// A METH_NOARGS method that calls fn() and returns None.
+template <void (*fn)()>
+PyObject* py_call(PyObject*, PyObject*) {
+    fn();
     Py_RETURN_NONE;
 }
 
@@ -592,19 +594,6 @@ PyObject* py_set_debug(PyObject*, PyObject* arg) {
     const int on = PyObject_IsTrue(arg);
     if (on < 0) return nullptr;
     log_set_debug(on != 0);
-    Py_RETURN_NONE;
-}
-
-// spprof's own Python threads (the pprof endpoint's): never sampled, their CPU named as
-// spprof's in the balance (own_threads.h). On the thread itself: enter before the session
-// could take it for the program's (threading's start hook, before its target), leave last.
-PyObject* py_own_thread_enter(PyObject*, PyObject*) {
-    own_thread_enter();
-    Py_RETURN_NONE;
-}
-
-PyObject* py_own_thread_leave(PyObject*, PyObject*) {
-    own_thread_leave();
     Py_RETURN_NONE;
 }
 
@@ -693,9 +682,12 @@ PyMethodDef kMethods[] = {
      "restart_threads_after_fork(then=None): after os.fork, in the parent: start the threads "
      "stop_threads_for_fork stopped again, then call then() (3.13+: once os.fork has returned)"},
     {"set_debug", py_set_debug, METH_O, "turn the native debug log on or off"},
-    {"_own_thread_enter", py_own_thread_enter, METH_NOARGS,
+    // spprof's own Python threads (the pprof endpoint's): never sampled, their CPU named as
+    // spprof's in the balance (own_threads.h). On the thread itself: enter before the session
+    // could take it for the program's (threading's start hook, before its target), leave last.
+    {"_own_thread_enter", py_call<own_thread_enter>, METH_NOARGS,
      "the calling thread is spprof's own from now on: never sampled, its CPU spprof's"},
-    {"_own_thread_leave", py_own_thread_leave, METH_NOARGS,
+    {"_own_thread_leave", py_call<own_thread_leave>, METH_NOARGS,
      "the calling thread, one of spprof's, ends: its CPU time is counted once more"},
     {"_gil_reading", py_gil_reading, METH_O,
      "_gil_reading(wait_s) -> (held by the caller, still read as the caller's with the GIL let go "
@@ -711,7 +703,7 @@ PyMethodDef kMethods[] = {
     {"_hook_exit_calls", py_hook_exit_calls, METH_O,
      "_hook_exit_calls(hook): os._exit, os.execv and os.execve call hook(event, name, args, "
      "kwargs) first (exit_calls.h)"},
-    {"_unhook_exit_calls", py_unhook_exit_calls, METH_NOARGS, "put os._exit, os.execv, os.execve back"},
+    {"_unhook_exit_calls", py_call<exit_calls_unhook>, METH_NOARGS, "put os._exit, os.execv, os.execve back"},
     {nullptr, nullptr, 0, nullptr}};
 
 int module_traverse(PyObject* module, visitproc visit, void* arg) {
