@@ -43,20 +43,17 @@ constexpr size_t kRuntimeGilOffset = 352;  // 3.9 and 3.10 alike
 // the result stays valid while the interpreter lives. nullptr when it cannot be found.
 const unsigned char* gil_state_of(PyInterpreterState* interp);
 
-// SIGNAL-SAFE, NO-HEAP. True when `tstate` holds the GIL whose state is `gil`.
-inline bool gil_held_by(const unsigned char* gil, uintptr_t tstate) {
-    if (gil == nullptr || tstate == 0) return false;
-    const int locked = *reinterpret_cast<const volatile int*>(gil + kGilLockedOffset);
-    const uintptr_t holder = *reinterpret_cast<const volatile uintptr_t*>(gil + kGilLastHolderOffset);
-    return locked == 1 && holder == tstate;
-}
-
 // SIGNAL-SAFE, NO-HEAP. The state of the thread holding the GIL now, 0 when nobody does.
 inline uintptr_t gil_holder(const unsigned char* gil) {
     if (gil == nullptr) return 0;
     const int locked = *reinterpret_cast<const volatile int*>(gil + kGilLockedOffset);
     const uintptr_t holder = *reinterpret_cast<const volatile uintptr_t*>(gil + kGilLastHolderOffset);
     return locked == 1 ? holder : 0;
+}
+
+// SIGNAL-SAFE, NO-HEAP. True when `tstate` holds the GIL whose state is `gil`.
+inline bool gil_held_by(const unsigned char* gil, uintptr_t tstate) {
+    return tstate != 0 && gil_holder(gil) == tstate;
 }
 
 }  // namespace spprof
