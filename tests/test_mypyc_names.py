@@ -64,7 +64,23 @@ if os.sep:
         ("CPyDef_", None),
         ("CPyDef_a___b.cold", None),
         ("PyObject_Call", None),
-        ("CPyInit_mypy___main", None),
+        # a dunder's slot wrapper: the dunder after the class's name
+        (
+            "CPyDunder___hash__checker___TypeChecker",
+            MypycName(("checker", "TypeChecker", "__hash__"), True),
+        ),
+        (
+            "CPyDunder___init_subclass__a___B",
+            MypycName(("a", "B", "__init_subclass__"), True),
+        ),
+        (
+            "CPyDunder__RichCompare_constraints___Constraint",
+            MypycName(("constraints", "Constraint", "<comparison>"), True),
+        ),
+        # a module's import: its full name ("____" is "___" then a name that begins with "_")
+        ("CPyInit_mypy___main", MypycName(("mypy", "main"), False, init=True)),
+        ("CPyExec_web3____utils___abi", MypycName(("web3", "_utils", "abi"), False, init=True)),
+        ("CPyDunder_nothing", None),
     ],
 )
 def test_parse(c_name, parsed):
@@ -193,6 +209,49 @@ def test_native_body_wrapper_glue_and_module_body_named_as_python(installed):
     assert all(f.first_lineno == f.lineno for f in out)
 
 
+def test_nested_functions_lambdas_generators_dunders_and_imports_named_as_python(installed):
+    # What mypy 1.20's own library holds: nested functions and lambdas are callable classes
+    # ({inner}_{outer}_obj, a method's outer being {method}_{Class}), generators {name}_gen,
+    # special methods CPyDunder_ slots, imports CPyInit_/CPyExec_. Before, each kept its C name.
+    site, lib, modules = installed
+    frames = [
+        _native("CPyDef_checker___inner_accept_TypeChecker_obj_____call__", lib),
+        _native("CPyPy_checker___inner_accept_TypeChecker_obj_____call__", lib),
+        _native("CPyDunder___get__checker___inner_accept_TypeChecker_obj", lib),
+        _native(
+            "CPyDef_checker_____mypyc_lambda__0_check_first_pass_TypeChecker_obj_____call__", lib
+        ),
+        _native("CPyDef_checker___conditional_gen_____mypyc_generator_helper__", lib),
+        _native("CPyDef_checker___conditional_gen_____next__", lib),
+        _native("CPyDunder___hash__checker___TypeChecker", lib),
+        _native("CPyInit_pkg___checker", lib),
+        _native("CPyExec_pkg___gone", lib),
+        _native("CPyDef_checker___nowhere_obj_____call__", lib),  # no such def: kept as read
+    ]
+    checker = str(site / "pkg" / "checker.py")
+    inner = "TypeChecker.accept.<locals>.inner"
+    lam = "TypeChecker.check_first_pass.<locals>.<lambda>"
+    assert [
+        (f.function_name, f.qualname, f.filename, f.lineno) for f in rename_frames(frames, modules)
+    ] == [
+        ("inner [mypyc]", inner + " [mypyc]", checker, 11),
+        ("inner [mypyc wrapper]", inner + " [mypyc wrapper]", checker, 11),
+        ("inner [mypyc wrapper]", inner + " [mypyc wrapper]", checker, 11),
+        ("<lambda> [mypyc]", lam + " [mypyc]", checker, 7),
+        ("conditional [mypyc]", "conditional [mypyc]", checker, 16),
+        ("conditional [mypyc wrapper]", "conditional [mypyc wrapper]", checker, 16),
+        (
+            "__hash__ [mypyc wrapper]",
+            "TypeChecker.__hash__ [mypyc wrapper]",
+            checker,
+            4,
+        ),  # the class's line
+        ("<module> [mypyc init]", "<module> [mypyc init]", checker, 1),
+        ("<module> [mypyc init]", "pkg.gone.<module> [mypyc init]", lib, 0),
+        ("__call__ [mypyc]", "nowhere_obj.__call__ [mypyc]", checker, 0),
+    ]
+
+
 def test_module_outside_the_library_folder_is_not_taken(installed):
     _, lib, modules = installed
     del modules["pkg.checker"]  # only elsewhere.checker is left with that suffix
@@ -227,7 +286,9 @@ frames = [f for s in p.profile.samples for f in s.frames]
 import json
 print(json.dumps({
     "mypyc": sorted({f.qualname for f in frames if f.qualname.endswith("[mypyc]")}),
-    "c_names": sorted({f.qualname for f in frames if f.qualname.startswith(("CPyDef_", "CPyPy_"))}),
+    "c_names": sorted({f.qualname for f in frames if f.qualname.startswith(
+        ("CPyDef_", "CPyPy_", "CPyDunder_", "CPyInit_", "CPyExec_"))}),
+    "init": sorted({f.filename for f in frames if f.qualname.endswith("[mypyc init]")}),
     "files": sorted({f.filename for f in frames if f.qualname.endswith("[mypyc]")}),
 }))
 """
@@ -248,3 +309,5 @@ def test_real_mypy_frames_are_its_python_functions(tmp_path):
     # mypy.build.build is on every stack of the run
     assert "build [mypyc]" in got["mypyc"], got["mypyc"][:40]
     assert any(f.endswith("/mypy/build.py") for f in got["files"]), got["files"]
+    # api.run imports mypy.main and mypy.build in the block: their import is theirs
+    assert any(f.endswith("/mypy/main.py") for f in got["init"]), got["init"]

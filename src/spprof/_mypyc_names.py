@@ -9,9 +9,18 @@ named from its module and qualified name (mypyc/namegen.py, mypyc/common.py):
   "___3_"); the module prefix is the shortest dotted suffix of the module's name that is
   unique among the modules compiled together (`checker` for mypy.checker), or the full name.
 
+- `CPyInit_`/`CPyExec_` + the module's full name ("." written "___"): its import;
+- `CPyDunder_` + a dunder (or `_RichCompare_`) + a class's name: the slot wrapper of a special
+  method;
+- a nested function or lambda is a callable class `{inner}_{outer}_obj` whose `__call__` is the
+  body (`{outer}` being the enclosing function's own such name, a method's `{method}_{Class}`);
+  a generator is a class `{name}_gen` whose `__mypyc_generator_helper__` is the body.
+
 So `CPyDef_checker___TypeChecker___check_first_pass` becomes `TypeChecker.check_first_pass`
-in mypy/checker.py, at its `def` line, marked `[mypyc]` (`[mypyc wrapper]` for `CPyPy_`,
-`[mypyc glue]` for the glue of an override, `<module>` for a module's body). The
+in mypy/checker.py, at its `def` line, marked `[mypyc]` (`[mypyc wrapper]` for `CPyPy_`, a
+dunder's slot and a generator's `__next__`, `[mypyc glue]` for the glue of an override,
+`<module>` for a module's body, `<module> [mypyc init]` for its import). A nested function
+is named as CPython names it (`outer.<locals>.inner`), read back against the source's defs. The
 module is found among the loaded modules (a compiled module is loaded whenever its code ran):
 the longest run of leading parts that is the dotted suffix of exactly one of them installed
 under the folder of the library that holds the code. Without a match the name still
@@ -37,9 +46,20 @@ from ._model import Frame
 
 NATIVE = "CPyDef_"  # mypyc/common.py NATIVE_PREFIX
 WRAPPER = "CPyPy_"  # mypyc/common.py PREFIX
+DUNDER = "CPyDunder_"  # mypyc/common.py DUNDER_PREFIX
+MODULE_INIT = ("CPyInit_", "CPyExec_")  # the module's init (single- and multi-phase)
+PREFIXES = (NATIVE, WRAPPER, DUNDER, *MODULE_INIT)
 MARK = " [mypyc]"
 WRAPPER_MARK = " [mypyc wrapper]"
 GLUE_MARK = " [mypyc glue]"
+INIT_MARK = " [mypyc init]"
+# The special-method slot a CPyDunder_ function fills: a dunder, or mypyc's rich comparison.
+_DUNDER = re.compile(r"^(_RichCompare_|__[a-z0-9][a-z0-9_]*?__)(\w+)$")
+# Classes mypyc makes for a nested function or lambda (`_obj`) and a generator (`_gen`), and
+# which of their methods is the function's body.
+_IMPLICIT = re.compile(r"^(\w+)_(obj|gen)$")
+_BODY = {"obj": "__call__", "gen": "__mypyc_generator_helper__"}
+_LAMBDA = re.compile(r"^__mypyc_lambda__\d+_(\w+)$")
 # A method overriding one of `Base` with another signature is reached through a glue function
 # named `method__Base_glue` (mypyc/irbuild/function.py).
 _GLUE = re.compile(r"^(\w+?)__[A-Za-z_]\w*_glue$")
@@ -53,25 +73,45 @@ class MypycName:
 
     parts: tuple[str, ...]
     wrapper: bool
+    init: bool = False  # CPyInit_/CPyExec_: parts are the module's full dotted name
 
 
-def parse(c_name: str) -> Optional[MypycName]:
-    """`CPyDef_a___B___c` -> parts ("a", "B", "c"); None for any other name."""
-    if c_name.startswith(NATIVE):
-        body, wrapper = c_name[len(NATIVE) :], False
-    elif c_name.startswith(WRAPPER):
-        body, wrapper = c_name[len(WRAPPER) :], True
-    else:
-        return None
+def _split(body: str) -> list[str]:
     parts: list[str] = []
     for piece in body.split("___"):
         if parts and piece.startswith("3_"):  # "___3_": a "___" inside a name
             parts[-1] += "___" + piece[2:]
         else:
             parts.append(piece)
-    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
+    return parts
+
+
+def parse(c_name: str) -> Optional[MypycName]:
+    """`CPyDef_a___B___c` -> parts ("a", "B", "c"); None for any other name. A dunder's slot
+    (`CPyDunder___hash__a___B`) reads as ("a", "B", "__hash__"), a wrapper; a module's init
+    (`CPyInit_a___b`) as ("a", "b") with `init`."""
+    dunder = ""
+    if c_name.startswith(NATIVE):
+        body, wrapper = c_name[len(NATIVE) :], False
+    elif c_name.startswith(WRAPPER):
+        body, wrapper = c_name[len(WRAPPER) :], True
+    elif c_name.startswith(DUNDER):
+        m = _DUNDER.match(c_name[len(DUNDER) :])
+        if m is None:
+            return None
+        dunder = "<comparison>" if m.group(1) == "_RichCompare_" else m.group(1)
+        body, wrapper = m.group(2), True
+    elif c_name.startswith(MODULE_INIT):
+        parts = _split(c_name[len(MODULE_INIT[0]) :])
+        if not all(p.isidentifier() for p in parts):
+            return None
+        return MypycName(tuple(parts), False, init=True)
+    else:
+        return None
+    parts = _split(body)
+    if len(parts) < (1 if dunder else 2) or not all(p.isidentifier() for p in parts):
         return None  # a module prefix and a name at least, each a Python identifier
-    return MypycName(tuple(parts), wrapper)
+    return MypycName((*parts, dunder) if dunder else tuple(parts), wrapper)
 
 
 class _ModuleIndex:
@@ -130,20 +170,31 @@ class _DefLines:
     """
 
     def __init__(self) -> None:
-        self._by_file: dict[str, dict[str, int]] = {}
+        self._by_file: dict[str, tuple[dict[str, int], dict[str, str]]] = {}
+        self._namespaced: dict[str, dict[str, str]] = {}
 
     def line(self, path: str, qualname: str) -> int:
+        return self._scan(path)[0].get(qualname, 0)
+
+    def namespaced(self, path: str) -> dict[str, str]:
+        """mypyc's name for each function of the file (`inner_outer`) -> its qualified name."""
+        if path not in self._namespaced:
+            self._namespaced[path] = namespaced_names(self._scan(path)[1])
+        return self._namespaced[path]
+
+    def _scan(self, path: str) -> tuple[dict[str, int], dict[str, str]]:
         if path not in self._by_file:
-            self._by_file[path] = self._read(path)
-        return self._by_file[path].get(qualname, 0)
+            kinds: dict[str, str] = {}
+            self._by_file[path] = (self._read(path, kinds), kinds)
+        return self._by_file[path]
 
     @staticmethod
-    def _read(path: str) -> dict[str, int]:
+    def _read(path: str, kinds: dict[str, str]) -> dict[str, int]:
         try:
             if os.path.getsize(path) > MAX_SOURCE_BYTES:
                 return {}
             with open(path, encoding="utf-8", errors="replace") as f:
-                return def_lines(f.read())
+                return def_lines(f.read(), kinds)
         except OSError:
             return {}
 
@@ -157,9 +208,9 @@ _SKIPPED = re.compile(
 )
 
 
-def def_lines(source: str) -> dict[str, int]:
+def def_lines(source: str, kinds: Optional[dict[str, str]] = None) -> dict[str, int]:
     """Qualified name (`Class.method`, `outer.inner`) -> the line of its `def` or `class`; the
-    first one where a name is defined twice."""
+    first one where a name is defined twice. `kinds`, when given, gets "def" or "class" for each."""
     lines: dict[str, int] = {}
     scope: list[tuple[int, str]] = []  # (indent, qualified name) of the enclosing defs
     in_string = ""  # the open triple quote
@@ -181,6 +232,8 @@ def def_lines(source: str) -> dict[str, int]:
             if m:
                 q = (scope[-1][1] + "." if scope else "") + m.group(2)
                 lines.setdefault(q, number)
+                if kinds is not None:
+                    kinds.setdefault(q, m.group(1))
                 scope.append((indent, q))
         # What stays open past this line: a triple-quoted string, brackets.
         if "'" in text or '"' in text or "#" in text:
@@ -200,13 +253,84 @@ def def_lines(source: str) -> dict[str, int]:
     return lines
 
 
-def python_frame(frame: Frame, modules: _ModuleIndex, def_lines: _DefLines) -> Optional[Frame]:
+def namespaced_names(kinds: Mapping[str, str]) -> dict[str, str]:
+    """mypyc's namespaced name of every function (mypyc/irbuild/context.py, FuncInfo: its name,
+    its class's if a method, then the enclosing function's namespaced name) -> the function's
+    qualified name in CPython's form (`outer.<locals>.inner`). Lambdas are not in `kinds`:
+    `_LAMBDA` reads those."""
+    own: dict[str, str] = {}  # qualname (dotted, as def_lines) -> namespaced name
+    out: dict[str, str] = {}
+    for q, kind in kinds.items():  # parents come before their children
+        if kind != "def":
+            continue
+        parent, _, name = q.rpartition(".")
+        if not parent:
+            ns, shown = name, name
+        elif kinds.get(parent) == "class":
+            grand = parent.rpartition(".")[0]
+            if grand and kinds.get(grand) == "def":
+                continue  # a class inside a function: not named here
+            ns, shown = f"{name}_{parent.rpartition('.')[2]}", q
+        elif parent in own:
+            ns, shown = f"{name}_{own[parent]}", f"{out[own[parent]]}.<locals>.{name}"
+        else:
+            continue
+        own[q] = ns
+        out.setdefault(ns, shown)
+    return out
+
+
+def _implicit(
+    parts: tuple[str, ...], source: str, def_lines: _DefLines
+) -> Optional[tuple[str, int, bool]]:
+    """For a method of a class mypyc made (a nested function's `_obj`, a generator's `_gen`):
+    (the function's qualified name, its def line, whether this method is its body)."""
+    if len(parts) != 2 or not source:
+        return None
+    m = _IMPLICIT.match(parts[0])
+    if m is None:
+        return None
+    ns, kind = m.groups()
+    names = def_lines.namespaced(source)
+    lam = _LAMBDA.match(ns)
+    if lam and lam.group(1) in names:
+        outer = names[lam.group(1)]
+        qualname = f"{outer}.<locals>.<lambda>"
+        line = def_lines.line(source, outer.replace(".<locals>", ""))
+    elif ns in names:
+        qualname = names[ns]
+        line = def_lines.line(source, qualname.replace(".<locals>", ""))
+    else:
+        return None
+    return qualname, line, parts[1] == _BODY[kind]
+
+
+def _module_init(name: MypycName, frame: Frame, modules: Mapping[str, object]) -> Frame:
+    dotted = ".".join(name.parts)
+    module = modules.get(dotted)
+    source = _source_of(module) if isinstance(module, ModuleType) else ""
+    file = source or (_file_of(module) if isinstance(module, ModuleType) else "") or frame.filename
+    qualname = "<module>" + INIT_MARK if source else f"{dotted}.<module>{INIT_MARK}"
+    line = 1 if source else 0
+    return Frame(
+        "<module>" + INIT_MARK, file, line, is_native=True, qualname=qualname, first_lineno=line
+    )
+
+
+def python_frame(
+    frame: Frame,
+    modules: _ModuleIndex,
+    def_lines: _DefLines,
+    loaded: Optional[Mapping[str, object]] = None,
+) -> Optional[Frame]:
     """The Python-named frame for a native frame of mypyc code, or None when it is not one."""
     if not frame.is_native:
         return None
     name = parse(frame.function_name)
     if name is None:
         return None
+    if name.init:
+        return _module_init(name, frame, loaded or {})
     mark = WRAPPER_MARK if name.wrapper else MARK
     parts = name.parts
     glue = _GLUE.match(parts[-1])
@@ -219,12 +343,18 @@ def python_frame(frame: Frame, modules: _ModuleIndex, def_lines: _DefLines) -> O
     module, k = found
     qualname = ".".join(parts[k:])
     source = _source_of(module)
+    implicit = _implicit(parts[k:], source, def_lines)
     if qualname == "__top_level__":  # mypyc's name for a module's body
         qualname, line = "<module>", 1
+    elif implicit is not None:
+        qualname, line, body = implicit
+        mark = mark if body else WRAPPER_MARK
     else:
         line = def_lines.line(source, qualname) if source else 0
+        if line == 0 and source and frame.function_name.startswith(DUNDER):
+            line = def_lines.line(source, qualname.rpartition(".")[0])  # the class's
     return Frame(
-        function_name=qualname.rsplit(".", 1)[-1] + mark,
+        function_name=qualname.rpartition(".<locals>.")[2].rsplit(".", 1)[-1] + mark,
         filename=source or _file_of(module) or frame.filename,
         lineno=line,
         is_native=True,
@@ -236,7 +366,7 @@ def python_frame(frame: Frame, modules: _ModuleIndex, def_lines: _DefLines) -> O
 def rename_frames(frames: Iterable[Frame], modules: Mapping[str, object]) -> list[Frame]:
     """`frames` with every mypyc frame given its Python name; the others as they are."""
     frames = list(frames)
-    if not any(f.is_native and f.function_name.startswith((NATIVE, WRAPPER)) for f in frames):
+    if not any(f.is_native and f.function_name.startswith(PREFIXES) for f in frames):
         return frames  # the common case: no index built
     index, def_lines = _ModuleIndex(modules), _DefLines()
-    return [python_frame(f, index, def_lines) or f for f in frames]
+    return [python_frame(f, index, def_lines, modules) or f for f in frames]
