@@ -16,7 +16,10 @@ import pytest
 
 from conftest import run_python
 from spprof import Frame
+from spprof._load import loads
 from spprof._mypyc_names import MypycName, def_lines, parse, rename_frames
+from spprof.output import render
+from test_formats_common import small_profile
 
 CHECKER = '''\
 import os
@@ -250,6 +253,32 @@ def test_nested_functions_lambdas_generators_dunders_and_imports_named_as_python
         ("<module> [mypyc init]", "pkg.gone.<module> [mypyc init]", lib, 0),
         ("__call__ [mypyc]", "nowhere_obj.__call__ [mypyc]", checker, 0),
     ]
+
+
+def test_a_profile_written_without_python_is_named_when_loaded(installed):
+    # The exit-signal path's dump (written without the GIL, so without Python) kept mypyc's C
+    # names in every format made from it; loading it reads the modules back from the disk.
+    site, lib, _ = installed
+    for shim in ("pkg/__init__", "pkg/checker", "pkg/irbuild/__init__", "pkg/irbuild/builder"):
+        (site / f"{shim}.cpython-312-x86_64-linux-gnu.so").write_bytes(b"")
+    (site / "pkg" / "__init__.py").write_text("")
+    (site / "pkg" / "irbuild" / "__init__.py").write_text("")
+    p = small_profile()
+    p.frame_table[2] = _native("CPyDef_checker___TypeChecker___check_first_pass", lib)
+    p.frame_table[3] = _native("CPyDef_irbuild___builder___IRBuilder___accept", lib)
+    p.frame_table[5] = _native("CPyDef_checker___inner_accept_TypeChecker_obj_____call__", lib)
+    p.stats["written_without_gil"] = 1
+    got = loads(render(p, "spprof")).frame_table
+    checker = str(site / "pkg" / "checker.py")
+    assert [(f.qualname, f.filename, f.lineno) for f in (got[2], got[3], got[5])] == [
+        ("TypeChecker.check_first_pass [mypyc]", checker, 7),
+        ("IRBuilder.accept [mypyc]", str(site / "pkg" / "irbuild" / "builder.py"), 2),
+        ("TypeChecker.accept.<locals>.inner [mypyc]", checker, 11),
+    ]
+    assert got[0] == p.frame_table[0]  # the Python frames as they were
+    # A profile from a live session was named at stop: loading leaves names alone.
+    del p.stats["written_without_gil"]
+    assert loads(render(p, "spprof")).frame_table[2].qualname.startswith("CPyDef_")
 
 
 def test_module_outside_the_library_folder_is_not_taken(installed):

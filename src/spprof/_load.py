@@ -15,7 +15,7 @@ import struct
 import zlib
 from typing import Any, Union
 
-from . import _runner_frames
+from . import _mypyc_names, _runner_frames
 from ._model import Frame, ThreadRecord
 from ._profile import Profile
 from ._rows import ROW_SIZE, SERIAL_MASK, STACK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
@@ -197,6 +197,11 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
         # The exit-signal watcher's dump (session/exit_dump.h) holds the runner's frames the
         # CLI hides when it writes: hidden here, as every other profile has them hidden.
         _runner_frames.hide_spprof_frames(profile)
+        # Nor were mypyc's C names read back (no Python there): from the modules on disk.
+        frames = profile.frame_table
+        profile.frame_table = _mypyc_names.rename_frames(
+            frames, _mypyc_names.modules_on_disk(frames)
+        )
     return profile
 
 

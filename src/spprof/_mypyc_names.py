@@ -363,6 +363,47 @@ def python_frame(
     )
 
 
+# Entries a walk of a library's folder looks at, at most (modules_on_disk).
+MAX_WALK_ENTRIES = 200_000
+_SKIPPED_DIRS = ("__pycache__", ".git")
+_SKIPPED_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def modules_on_disk(frames: Iterable[Frame]) -> dict[str, ModuleType]:
+    """The compiled modules beside the libraries that hold mypyc frames, found on disk: for a
+    profile written without Python (the exit-signal path's dump), named when it is loaded.
+    A module is a compiled shim (`checker.cpython-312-x86_64-linux-gnu.so`) with its `.py`
+    beside it, named by its path under the library's folder (site-packages)."""
+    folders = {
+        os.path.dirname(f.filename)
+        for f in frames
+        if f.is_native and f.function_name.startswith(PREFIXES) and os.path.isabs(f.filename)
+    }
+    found: dict[str, ModuleType] = {}
+    seen = 0
+    for folder in sorted(folders):
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = [
+                d for d in dirs if d not in _SKIPPED_DIRS and not d.endswith(_SKIPPED_SUFFIXES)
+            ]
+            seen += len(dirs) + len(files)
+            if seen > MAX_WALK_ENTRIES:
+                return found
+            names = set(files)
+            for f in files:
+                stem, dot, rest = f.partition(".")
+                if not (dot and rest.endswith(("so", "pyd")) and stem + ".py" in names):
+                    continue
+                rel = os.path.relpath(os.path.join(root, stem), folder).split(os.sep)
+                if rel[-1] == "__init__":
+                    rel = rel[:-1]
+                if rel and all(p.isidentifier() for p in rel):
+                    m = ModuleType(".".join(rel))
+                    m.__file__ = os.path.join(root, f)
+                    found.setdefault(m.__name__, m)
+    return found
+
+
 def rename_frames(frames: Iterable[Frame], modules: Mapping[str, object]) -> list[Frame]:
     """`frames` with every mypyc frame given its Python name; the others as they are."""
     frames = list(frames)
