@@ -79,6 +79,26 @@ const Case kCases[] = {
     {"_RNvCs15kBYyAo9fc_7mycrate4main.llvm.9D1C9369", "mycrate::main"},  // LTO's suffix dropped
     {"_RNvNvC3foo3bar3baz.cold.1", "foo::bar::baz.cold.1"},         // other suffixes kept
     {"__RNvCs15kBYyAo9fc_7mycrate4main", "mycrate::main"},          // Mach-O's extra underscore
+    // Const generics of values (adt_const_params), from tests/tools/rust_demangle_zoo_consts.rs.
+    {"_RINvCs9VRaA0WHXOc_6consts1aKAh1_h2_h3_EEB2_", "consts::a::<{[1, 2, 3]}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts1mKVNtNtB2_4Mode3OffUEB2_", "consts::m::<{consts::Mode::Off}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts1mKVNtNtB2_4Mode5LevelTh2_EEB2_", "consts::m::<{consts::Mode::Level(2)}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts1mKVNtNtB2_4Mode5NamedS1nc7a_EEB2_", "consts::m::<{consts::Mode::Named { n: 'z' }}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts1pKVNtB2_5PointS1xln3_1yh7_EEB2_", "consts::p::<{consts::Point { x: -3, y: 7 }}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts1qKVNtB2_4PairTh4_b1_EEB2_", "consts::q::<{consts::Pair(4, true)}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts1rKRAt1_t2_EEB2_", "consts::r::<{&[1, 2]}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts1sKRe68692022796f752220277827200a20c3bc20e2888220f09f9880_EB2_",
+     "consts::s::<\"hi \\\"you\\\" 'x' \\n \xC3\xBC \xE2\x88\x82 \xF0\x9F\x98\x80\">"},
+    {"_RINvCs9VRaA0WHXOc_6consts1sKRe_EB2_", "consts::s::<\"\">"},
+    {"_RINvCs9VRaA0WHXOc_6consts1tKTh5_b0_EEB2_", "consts::t::<{(5, false)}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts2rrKRRe6162_EB2_", "consts::rr::<{&\"ab\"}>"},
+    {"_RINvCs9VRaA0WHXOc_6consts2t1KTc71_EEB2_", "consts::t1::<{('q',)}>"},
+    // Hand-made, checked against rustc's demangler: a str itself, &mut, a value as an array
+    // type's length (no braces there), the empty tuple.
+    {"_RINvC3foo3barKe616263_E", "foo::bar::<{*\"abc\"}>"},
+    {"_RINvC3foo3barKQh1_E", "foo::bar::<{&mut 1}>"},
+    {"_RINvC3foo3barAhAh1_EE", "foo::bar::<[u8; [1]]>"},
+    {"_RINvC3foo3barKTEE", "foo::bar::<{()}>"},
 };
 
 std::string demangled_or_empty(const std::string& s) {
@@ -114,7 +134,12 @@ TEST(rust_demangle_malformed) {
         "_RINvC3foo3barKjn1_E",           // a negative unsigned
         "_RINvC3foo3barKc110000_E",       // a char past Unicode
         "_RINvC3foo3barKcd800_E",         // a surrogate
-        "_RINvC3foo3barKRe3foo_E",        // an unstable const form (&str)
+        "_RINvC3foo3barKRe3foo_E",        // a str constant whose bytes are not hex
+        "_RINvC3foo3barKRe616_E",         // half a byte
+        "_RINvC3foo3barKRefe_E",          // not UTF-8
+        "_RINvC3foo3barKRec080_E",        // overlong UTF-8
+        "_RINvC3foo3barKVNtC3foo1AXE",    // an ADT value neither unit, tuple nor struct
+        "_RINvC3foo3barKTE",              // an unterminated list of generic arguments
         "_RINvC3foo3barRL1_hE",           // a lifetime no binder binds
         "_RINvC3foo3barDG0_NvC3foo3BazEL1_E",  // the binder does not reach the dyn's lifetime
         "_RINvC3foo3barqE",               // an unknown basic type

@@ -7,7 +7,8 @@ docs/native-unwinding.md ("Names") comes from it. It builds, in a temporary dire
   line of stdin (the `rustc_demangle` crate in rustc's sysroot, reached with RUSTC_BOOTSTRAP=1);
 - the same for spprof (`unwind/rust_demangle.cpp` behind a small main);
 - `rust_demangle_zoo.rs` (beside this file) as an object and as a cdylib with
-  `-C symbol-mangling-version=v0`, whose `_R` symbols (`nm`) are the input, plus random
+  `-C symbol-mangling-version=v0`, and `rust_demangle_zoo_consts.rs` (const generics of
+  `adt_const_params` values) as an object, whose `_R` symbols (`nm`) are the input, plus random
   mutations of them;
 
 and prints how many outputs agree. Usage: python tests/tools/rust_demangle_compare.py
@@ -78,10 +79,17 @@ def main() -> int:
         base = ["rustc", "--edition", "2021", "-C", "symbol-mangling-version=v0", str(zoo)]
         run([*base, "--crate-type=lib", "--emit=obj", "-C", "opt-level=0", "-o", str(t / "zoo.o")])
         run([*base, "--crate-type=cdylib", "-C", "opt-level=1", "-o", str(t / "libzoo.so")])
+        # Const generics of str, reference, array, tuple and ADT values (adt_const_params,
+        # unstable: RUSTC_BOOTSTRAP=1 lets the stable compiler take the feature).
+        consts = HERE / "rust_demangle_zoo_consts.rs"
+        run(
+            [*base[:-1], str(consts), "--crate-type=lib", "--emit=obj", "-o", str(t / "consts.o")],
+            env={**os.environ, "RUSTC_BOOTSTRAP": "1"},
+        )
         syms = sorted(
             {
                 line.split()[-1]
-                for f in ("zoo.o", "libzoo.so")
+                for f in ("zoo.o", "libzoo.so", "consts.o")
                 for line in run(["nm", str(t / f)]).splitlines()
                 if line.split() and line.split()[-1].startswith("_R")
             }

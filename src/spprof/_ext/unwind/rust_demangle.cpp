@@ -399,7 +399,7 @@ private:
                 uint64_t idx = 0;
                 if (!base62(&idx) || !lifetime(idx)) return false;
             } else if (eat('K')) {
-                if (!const_value()) return false;
+                if (!const_value(false)) return false;
             } else if (!type()) {
                 return false;
             }
@@ -465,7 +465,7 @@ private:
                 emit("[");
                 if (!type()) return false;
                 emit("; ");
-                if (!const_value()) return false;
+                if (!const_value(true)) return false;
                 emit("]");
                 return true;
             case 'S':
@@ -610,7 +610,9 @@ private:
     }
 
     // const: type const-data | "p" | backref
-    bool const_value() {
+    // A const generic argument (in_value false: a value form is shown in braces, `{&[1, 2]}`)
+    // or a value inside one or inside an array type's length (in_value true).
+    bool const_value(bool in_value) {
         Enter e(this);
         if (!e.ok()) return false;
         const size_t tag_pos = pos_;
@@ -618,30 +620,142 @@ private:
             emit("_");
             return true;
         }
-        if (eat('B')) return backref(tag_pos, [this] { return const_value(); });
+        if (eat('B')) return backref(tag_pos, [this, in_value] { return const_value(in_value); });
         const char t = next();
         const bool is_signed = t == 'a' || t == 's' || t == 'l' || t == 'x' || t == 'n' || t == 'i';
         const bool is_unsigned = t == 'h' || t == 't' || t == 'm' || t == 'y' || t == 'o' || t == 'j';
-        if (!is_signed && !is_unsigned && t != 'b' && t != 'c') return false;  // unstable forms
-        const bool negative = eat('n');
-        if (negative && !is_signed) return false;
-        // Hex digits up to '_', leading zeros dropped.
-        const char* hex = s_ + pos_;
-        size_t len = 0;
+        if (is_signed || is_unsigned || t == 'b' || t == 'c') return const_leaf(t, is_signed);
+        // The value forms of `adt_const_params` (str, references, arrays, tuples, ADTs).
+        if (t != 'e' && t != 'R' && t != 'Q' && t != 'A' && t != 'T' && t != 'V') return false;
+        if (t == 'R' && eat('e')) return const_str();  // &str: the literal itself
+        if (!in_value) emit("{");
+        switch (t) {
+            case 'e':
+                emit("*");  // a literal is a &str: *"..." is the str
+                if (!const_str()) return false;
+                break;
+            case 'R':
+            case 'Q':
+                emit(t == 'R' ? "&" : "&mut ");
+                if (!const_value(true)) return false;
+                break;
+            case 'A':
+                emit("[");
+                if (!const_list(nullptr)) return false;
+                emit("]");
+                break;
+            case 'T': {
+                size_t count = 0;
+                emit("(");
+                if (!const_list(&count)) return false;
+                emit(count == 1 ? ",)" : ")");
+                break;
+            }
+            default: {  // 'V': a path, then unit, tuple or struct fields
+                if (!path(true)) return false;
+                const char kind = next();
+                if (kind == 'T') {
+                    emit("(");
+                    if (!const_list(nullptr)) return false;
+                    emit(")");
+                } else if (kind == 'S') {
+                    emit(" { ");
+                    for (bool first = true; !eat('E'); first = false) {
+                        if (pos_ >= n_) return false;
+                        if (!first) emit(", ");
+                        Ident id;
+                        uint64_t dis = 0;
+                        if (!identifier(&id, &dis) || !emit_ident(id)) return false;
+                        emit(": ");
+                        if (!const_value(true)) return false;
+                    }
+                    emit(" }");
+                } else if (kind != 'U') {
+                    return false;
+                }
+            }
+        }
+        if (!in_value) emit("}");
+        return true;
+    }
+
+    // {const} "E", comma-separated; `count` gets how many.
+    bool const_list(size_t* count) {
+        size_t n = 0;
+        for (; !eat('E'); ++n) {
+            if (pos_ >= n_) return false;
+            if (n > 0) emit(", ");
+            if (!const_value(true)) return false;
+        }
+        if (count != nullptr) *count = n;
+        return true;
+    }
+
+    // Hex digits up to '_': where they start and how many.
+    bool hex_nibbles(const char** hex, size_t* len) {
+        *hex = s_ + pos_;
+        *len = 0;
         while (pos_ < n_ && s_[pos_] != '_') {
             const char c = s_[pos_];
             if (!is_digit(c) && !(c >= 'a' && c <= 'f')) return false;
             ++pos_;
-            ++len;
+            ++*len;
         }
-        if (!eat('_')) return false;
+        return eat('_');
+    }
+
+    static unsigned nibble(char c) { return static_cast<unsigned>(is_digit(c) ? c - '0' : c - 'a' + 10); }
+
+    // A str constant: its UTF-8 bytes in hex, shown as a quoted literal.
+    bool const_str() {
+        const char* hex = nullptr;
+        size_t len = 0;
+        if (!hex_nibbles(&hex, &len) || len % 2 != 0) return false;
+        std::string bytes;
+        for (size_t i = 0; i < len; i += 2)
+            bytes.push_back(static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+        emit("\"");
+        for (size_t i = 0; i < bytes.size();) {
+            uint32_t cp = 0;
+            if (!next_utf8(bytes, &i, &cp)) return false;
+            emit_escaped(cp, '"');
+        }
+        emit("\"");
+        return true;
+    }
+
+    // One code point of well-formed UTF-8 at *i (advanced past it).
+    static bool next_utf8(const std::string& b, size_t* i, uint32_t* cp) {
+        const auto byte = [&](size_t k) { return static_cast<unsigned char>(b[k]); };
+        const unsigned char c = byte(*i);
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (n == 0 || *i + n > b.size()) return false;
+        uint32_t v = n == 1 ? c : c & (0x7F >> n);
+        for (size_t k = 1; k < n; ++k) {
+            if ((byte(*i + k) & 0xC0) != 0x80) return false;
+            v = v << 6 | (byte(*i + k) & 0x3F);
+        }
+        static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (v < kMin[n] || !valid_scalar(v)) return false;  // overlong or not a scalar value
+        *i += n;
+        *cp = v;
+        return true;
+    }
+
+    // An integer, bool or char constant: hex digits up to '_', leading zeros dropped.
+    bool const_leaf(char t, bool is_signed) {
+        const bool negative = eat('n');
+        if (negative && !is_signed) return false;
+        const char* hex = nullptr;
+        size_t len = 0;
+        if (!hex_nibbles(&hex, &len)) return false;
         while (len > 0 && *hex == '0') {
             ++hex;
             --len;
         }
         uint64_t v = 0;
         if (len <= 16) {
-            for (size_t i = 0; i < len; ++i) v = v * 16 + static_cast<uint64_t>(is_digit(hex[i]) ? hex[i] - '0' : hex[i] - 'a' + 10);
+            for (size_t i = 0; i < len; ++i) v = v * 16 + nibble(hex[i]);
         }
         if (t == 'b') {
             if (negative || v > 1 || len > 1) return false;
@@ -650,7 +764,9 @@ private:
         }
         if (t == 'c') {
             if (len > 8 || !valid_scalar(v)) return false;
-            emit_char(static_cast<uint32_t>(v));
+            emit("'");
+            emit_escaped(static_cast<uint32_t>(v), '\'');
+            emit("'");
             return true;
         }
         if (negative) emit("-");
@@ -663,10 +779,11 @@ private:
         return true;
     }
 
-    void emit_char(uint32_t cp) {
-        emit("'");
+    // One character of a char or str literal: the other kind of quote is left as it is.
+    void emit_escaped(uint32_t cp, char quote) {
         switch (cp) {
-            case '\'': emit("\\'"); break;
+            case '\'': emit(quote == '\'' ? "\\'" : "'"); break;
+            case '"': emit(quote == '"' ? "\\\"" : "\""); break;
             case '\\': emit("\\\\"); break;
             case '\n': emit("\\n"); break;
             case '\r': emit("\\r"); break;
@@ -683,7 +800,6 @@ private:
                     emit(u.data(), u.size());
                 }
         }
-        emit("'");
     }
 
     const char* s_;

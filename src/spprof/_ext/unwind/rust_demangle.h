@@ -10,8 +10,8 @@
 // It covers paths (crate roots, nested paths with closure/shim namespaces, inherent and trait
 // impls, trait definitions), generic arguments, lifetimes and binders, every basic type,
 // references, raw pointers, arrays, slices, tuples, fn pointers, dyn traits, integer, bool and
-// char constants, backrefs and punycode identifiers. Unstable const forms (str, ADT, array
-// values) are not read: such a symbol is left mangled.
+// char constants, the value constants of `adt_const_params` (str, references, arrays, tuples,
+// structs and enums: `f::<{Point { x: -3, y: 7 }}>`), backrefs and punycode identifiers.
 //
 // Bounded: input of at most kRustMaxSymbolBytes, recursion at most kRustMaxDepth, output at most
 // kRustMaxOutputBytes and a cap on parse steps, so that backrefs (which may multiply the output)
