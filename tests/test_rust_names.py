@@ -29,6 +29,10 @@ IMPL_FN = "_RNvMs_Cs4Cv8Wi1oAIB_7mycrateNtB4_7Example3foo"
 GENERIC_FN = "_RINvCs7qp2U7fqm6G_7mycrate7exampleFG0_RL1_hRL0_tEuEB2_"
 IMPL_NAME = "<mycrate::Example>::foo"
 GENERIC_NAME = "mycrate::example::<for<'a, 'b> fn(&'a u8, &'b u16)>"
+# The legacy mangling (stable rustc's default for a crate's own code) of a trait impl's method:
+# C++'s demangler kept rustc's escapes ($LT$, $u20$, ..) in the name.
+LEGACY_FN = "_ZN46_$LT$mycrate..Sq$u20$as$u20$mycrate..Shape$GT$4area17h2c7518503477359fE"
+LEGACY_NAME = "<mycrate::Sq as mycrate::Shape>::area::h2c7518503477359f"
 # A path nested 300 deep: past the demangler's depth limit (256), so left mangled and counted.
 DEEP_FN = "_R" + "Nv" * 300 + "C1a" + "1b" * 300
 
@@ -43,6 +47,10 @@ static volatile unsigned long sink;
 void impl_fn(void) __asm__("IMPL_FN");
 void generic_fn(void) __asm__("GENERIC_FN");
 void deep_fn(void) __asm__("DEEP_FN");
+void legacy_fn(void) __asm__("LEGACY_FN");
+__attribute__((noinline)) void legacy_fn(void) {
+    for (int i = 0; i < 20000; ++i) sink = (sink + (unsigned long)i) * 1442695040888963407ul;
+}
 __attribute__((noinline)) void impl_fn(void) {
     for (int i = 0; i < 20000; ++i) sink = sink * 6364136223846793005ul + (unsigned long)i;
 }
@@ -58,13 +66,14 @@ void run_deep(double seconds) {
 }
 void run(double seconds) {
     const double end = cpu() + seconds;
-    while (cpu() < end) { impl_fn(); generic_fn(); }
+    while (cpu() < end) { impl_fn(); generic_fn(); legacy_fn(); }
 }
 """
 SOURCE = (
     SOURCE_TEMPLATE.replace("IMPL_FN", IMPL_FN)
     .replace("GENERIC_FN", GENERIC_FN)
     .replace("DEEP_FN", DEEP_FN)
+    .replace("LEGACY_FN", LEGACY_FN)
 )
 
 
@@ -90,17 +99,20 @@ def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path
     leaves = native_leaf_counts(p.profile.samples, lambda f: f.filename == str(lib))
     # Old code: the two mangled names. Both demangled names are there (counts are kept low:
     # a loaded machine delivers a few dozen signals for these 0.5 s, not 500).
-    assert set(leaves) <= {IMPL_NAME, GENERIC_NAME, "run"}, leaves
+    assert set(leaves) <= {IMPL_NAME, GENERIC_NAME, LEGACY_NAME, "run"}, leaves
     assert leaves.get(IMPL_NAME, 0) >= 1 and leaves.get(GENERIC_NAME, 0) >= 1, leaves
+    assert leaves.get(LEGACY_NAME, 0) >= 1, leaves  # old code: <mycrate..Sq$u20$as...
     text = summary(p.profile, top=10)
     assert "<mycrate::Example>::foo (" in text, text
     assert "mycrate::example::<…> (" in text, text
+    assert "<mycrate::Sq as mycrate::Shape>::area (" in text, text  # the hash dropped
     assert "for<'a" not in text and "_RNv" not in text and "_RINv" not in text
+    assert "$LT$" not in text and "$u20$" not in text
     # names left mangled by a limit are counted (none here)
     assert p.profile.stats.get("rust_names_over_limit") == 0, p.profile.stats
     doc = json.loads(render(p.profile, "speedscope"))
     names = {f["name"] for f in doc["shared"]["frames"]}
-    assert GENERIC_NAME in names and IMPL_NAME in names, names
+    assert GENERIC_NAME in names and IMPL_NAME in names and LEGACY_NAME in names, names
 
 
 def test_names_left_mangled_by_a_limit_are_counted_per_session(tmp_path):

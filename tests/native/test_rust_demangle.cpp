@@ -122,6 +122,47 @@ TEST(rust_demangle_table) {
     }
 }
 
+// Rust's legacy mangling (stable rustc's default for a crate's own code), from
+// tests/tools/rust_demangle_zoo.rs built with -C symbol-mangling-version=legacy; each checked
+// against rustc's demangler (which drops the hash in its alternate form; it is kept here).
+const Case kLegacyCases[] = {
+    {"_ZN17rust_demangle_zoo20Example$LT$T$C$_$GT$3foo17hcd0402b890e47845E",
+     "rust_demangle_zoo::Example<T,_>::foo::hcd0402b890e47845"},
+    {"_ZN17rust_demangle_zoo3run28_$u7b$$u7b$closure$u7d$$u7d$17h0410b583a5778607E",
+     "rust_demangle_zoo::run::{{closure}}::h0410b583a5778607"},
+    {"_ZN66_$LT$rust_demangle_zoo..Sq$u20$as$u20$rust_demangle_zoo..Shape$GT$4area17h2c7518503477359fE",
+     "<rust_demangle_zoo::Sq as rust_demangle_zoo::Shape>::area::h2c7518503477359f"},
+    {"_ZN3leg9g$uf6$del4bach17haef9b05c78fdad0aE", "leg::g\xC3\xB6" "del::bach::haef9b05c78fdad0a"},
+    {"_ZN3foo3bar17h0123456789abcdefE.llvm.4711", "foo::bar::h0123456789abcdef"},  // LTO's suffix
+    {"_ZN3foo3bar17h0123456789abcdefE.cold.1", "foo::bar::h0123456789abcdef.cold.1"},
+    {"__ZN3foo3bar17h0123456789abcdefE", "foo::bar::h0123456789abcdef"},  // Mach-O's underscore
+    {"_ZN3foo10a$SP$b$BP$17h0123456789abcdefE", "foo::a@b*::h0123456789abcdef"},
+    {"_ZN3foo5a$u7$17h0123456789abcdefE", "foo::a$u7$::h0123456789abcdef"},  // a control code: kept
+    {"_ZN3foo5a$XY$17h0123456789abcdefE", "foo::a$XY$::h0123456789abcdef"},  // unknown escape: kept
+};
+
+TEST(rust_legacy_demangle_table) {
+    for (const Case& c : kLegacyCases) {
+        std::string out;
+        const bool ok = rust_legacy_demangle(c.mangled, &out);
+        if (!ok || out != c.demangled) {
+            std::fprintf(stderr, "  %s\n    want %s\n    got  %s\n", c.mangled, c.demangled, ok ? out.c_str() : "(false)");
+        }
+        CHECK(ok);
+        CHECK(out == c.demangled);
+        CHECK(demangle_symbol(c.mangled) == c.demangled);  // before abi::__cxa_demangle
+    }
+    // C++ names (no hash element, or parameters after the path) are C++'s.
+    const char* cxx[] = {"_ZN3foo3barEv", "_ZN3foo3barE", "_ZN3foo17h0123456789abcdefEv", "_ZN17h0123456789abcdefE",
+                         "_ZN3foo17h0123456789abcdeE", "_ZN3foo17h0123456789ABCDEFE", "_ZN3foo", "_ZN05abcdeE"};
+    for (const char* name : cxx) {
+        std::string out = "untouched";
+        CHECK(!rust_legacy_demangle(name, &out));
+        CHECK(out == "untouched");
+    }
+    CHECK(demangle_symbol("_ZN3foo3barEv") == "foo::bar()");
+}
+
 TEST(rust_demangle_malformed) {
     const char* bad[] = {
         "", "_R", "_RN", "_RNv", "_RC", "_RC3fo", "_RNvC3foo", "_RX", "_RM", "_RY", "_RI", "_RB", "_RB_",

@@ -6,9 +6,13 @@
 // self-terminating, so skipping is linear.
 #include "unwind/rust_demangle.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace spprof {
@@ -72,6 +76,16 @@ void append_utf8(uint32_t cp, std::string* out) {
         out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
         out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
     }
+}
+
+// What may follow a symbol's path, as rustc's demangler takes it: nothing, or a '.' and then
+// ASCII letters, digits and punctuation only (".llvm.1234", ".cold.1").
+bool symbol_like_suffix(const char* p, size_t n) {
+    if (n == 0) return true;
+    if (p[0] != '.') return false;
+    for (size_t i = 0; i < n; ++i)
+        if (p[i] <= ' ' || p[i] > '~') return false;
+    return true;
 }
 
 bool valid_scalar(uint64_t cp) { return cp < 0x110000 && !(cp >= 0xD800 && cp <= 0xDFFF); }
@@ -157,7 +171,7 @@ public:
         if (pos_ < n_) {
             // A vendor suffix: LLVM's ".llvm.NNNN" (LTO's renaming) is noise; others (".cold")
             // say which part of the function this is, and stay.
-            if (s_[pos_] != '.' && s_[pos_] != '$') return false;
+            if (!symbol_like_suffix(s_ + pos_, n_ - pos_)) return false;
             static const char kLlvm[] = ".llvm.";
             if (!(n_ - pos_ >= sizeof kLlvm - 1 && std::memcmp(s_ + pos_, kLlvm, sizeof kLlvm - 1) == 0))
                 emit(s_ + pos_, n_ - pos_);
@@ -790,10 +804,12 @@ private:
             case '\t': emit("\\t"); break;
             case 0: emit("\\0"); break;
             default:
-                if (cp < 0x20 || cp == 0x7f) {
+                if (cp < 0x20 || cp == 0x7f) {  // as Rust's escape_debug: \u{3}, \u{1b}
                     static const char kHex[] = "0123456789abcdef";
                     const char esc[] = {'\\', 'u', '{', kHex[(cp >> 4) & 0xf], kHex[cp & 0xf], '}'};
-                    emit(esc, sizeof esc);
+                    const size_t skip = cp < 0x10 ? 1 : 0;  // one hex digit, not two
+                    emit(esc, 3);
+                    emit(esc + 3 + skip, sizeof esc - 3 - skip);
                 } else {
                     std::string u;
                     append_utf8(cp, &u);
@@ -832,6 +848,110 @@ bool rust_v0_demangle(const char* mangled, std::string* out) {
     if (printer.run(out)) return true;
     if (printer.limit_hit()) g_over_limit.fetch_add(1, std::memory_order_relaxed);
     return false;
+}
+
+namespace {
+
+bool is_lower_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f'); }
+
+// rustc's legacy hash element: "h" and 16 lowercase hex digits.
+bool is_legacy_hash(const char* p, size_t n) {
+    if (n != 17 || p[0] != 'h') return false;
+    for (size_t i = 1; i < n; ++i)
+        if (!is_lower_hex(p[i])) return false;
+    return true;
+}
+
+// One path element of a legacy symbol with rustc's escapes undone: "$LT$" is '<', "$u7b$" is
+// '{', ".." is "::" (a path inside the element, as in `<a::B as c::D>`). An escape it does not
+// know ends the reading: the rest of the element is copied as it is.
+void append_legacy_element(const char* p, size_t n, std::string* out) {
+    size_t i = 0;
+    if (n >= 2 && p[0] == '_' && p[1] == '$') i = 1;  // a leading '$' is written "_$"
+    while (i < n) {
+        if (p[i] == '.') {
+            const bool pair = i + 1 < n && p[i + 1] == '.';
+            out->append(pair ? "::" : ".");
+            i += pair ? 2 : 1;
+            continue;
+        }
+        if (p[i] != '$') {
+            size_t j = i;
+            while (j < n && p[j] != '$' && p[j] != '.') ++j;
+            out->append(p + i, j - i);
+            i = j;
+            continue;
+        }
+        const char* end = static_cast<const char*>(std::memchr(p + i + 1, '$', n - i - 1));
+        if (end == nullptr) break;
+        const std::string esc(p + i + 1, static_cast<size_t>(end - (p + i + 1)));
+        static const struct { const char* esc; char c; } kEscapes[] = {
+            {"SP", '@'}, {"BP", '*'}, {"RF", '&'}, {"LT", '<'}, {"GT", '>'}, {"LP", '('}, {"RP", ')'}, {"C", ','},
+        };
+        bool known = false;
+        for (const auto& e : kEscapes) {
+            if (esc == e.esc) {
+                out->push_back(e.c);
+                known = true;
+                break;
+            }
+        }
+        if (!known && esc.size() >= 2 && esc.size() <= 7 && esc[0] == 'u' &&
+            std::all_of(esc.begin() + 1, esc.end(), is_lower_hex)) {
+            const uint64_t cp = std::strtoull(esc.c_str() + 1, nullptr, 16);
+            if (valid_scalar(cp) && cp >= 0x20 && !(cp >= 0x7f && cp < 0xa0)) {  // no control codes
+                append_utf8(static_cast<uint32_t>(cp), out);
+                known = true;
+            }
+        }
+        if (!known) break;
+        i = static_cast<size_t>(end - p) + 1;
+    }
+    out->append(p + i, n - i);
+}
+
+}  // namespace
+
+bool rust_legacy_demangle(const char* mangled, std::string* out) {
+    if (mangled == nullptr) return false;
+    const char* s = mangled;
+    if (std::strncmp(s, "__ZN", 4) == 0) s += 4;  // Mach-O adds an underscore
+    else if (std::strncmp(s, "_ZN", 3) == 0) s += 3;
+    else return false;
+    const size_t n = strnlen(s, kRustMaxSymbolBytes + 1);
+    if (n > kRustMaxSymbolBytes) return false;  // C++ reads it, as before
+    std::vector<std::pair<size_t, size_t>> elements;  // offset, length
+    size_t i = 0;
+    while (i < n && s[i] != 'E') {
+        if (!is_digit(s[i]) || s[i] == '0') return false;
+        size_t len = 0;
+        while (i < n && is_digit(s[i])) {
+            len = len * 10 + static_cast<size_t>(s[i++] - '0');
+            if (len > n) return false;
+        }
+        if (len > n - i) return false;
+        for (size_t k = i; k < i + len; ++k)
+            if (static_cast<unsigned char>(s[k]) >= 0x80) return false;  // rustc writes ASCII
+        elements.emplace_back(i, len);
+        i += len;
+    }
+    if (i >= n || elements.size() < 2) return false;  // no 'E', or no path before the hash
+    ++i;
+    // Only rustc ends a path with its hash: a C++ name (parameters after 'E', no hash) is not ours.
+    const auto& last = elements.back();
+    if (!is_legacy_hash(s + last.first, last.second)) return false;
+    const char* suffix = s + i;
+    static const char kLlvm[] = ".llvm.";
+    if (!symbol_like_suffix(suffix, n - i)) return false;
+    std::string text;
+    for (size_t e = 0; e < elements.size(); ++e) {
+        if (e > 0) text.append("::");
+        append_legacy_element(s + elements[e].first, elements[e].second, &text);
+    }
+    if (std::strncmp(suffix, kLlvm, sizeof kLlvm - 1) != 0) text.append(suffix);
+    if (text.size() > kRustMaxOutputBytes) return false;
+    *out = std::move(text);
+    return true;
 }
 
 uint64_t rust_names_over_limit() { return g_over_limit.load(std::memory_order_relaxed); }

@@ -40,6 +40,13 @@ constexpr size_t kRustMaxOutputBytes = 16 * 1024;
 // Normal context (allocates), any thread.
 bool rust_v0_demangle(const char* mangled, std::string* out);
 
+// True when `mangled` ("_ZN...E" or "__ZN...E") is a Rust legacy symbol, one whose path ends in
+// rustc's hash element (h + 16 hex digits); `*out` is then the path with rustc's escapes undone
+// ("$LT$" '<', "$u7b$" '{', ".." "::"), hash kept, as rustc's demangler shows it:
+// `_ZN3leg10S$LT$T$GT$3get17h99412fe535dce591E` is `leg::S<T>::get::h99412fe535dce591`.
+// abi::__cxa_demangle reads these as C++ and keeps the escapes. Normal context, any thread.
+bool rust_legacy_demangle(const char* mangled, std::string* out);
+
 // How many v0 symbols were left mangled because they went past a limit above (input, depth,
 // output or steps), since the extension was loaded (a session reports its own share:
 // stats()["rust_names_over_limit"]). Any thread (a relaxed atomic).

@@ -16,6 +16,8 @@ namespace spprof {
 
 std::string demangle_symbol(const char* name) {
     if (name == nullptr) return std::string();
+    std::string rust;
+    if (rust_legacy_demangle(name, &rust)) return rust;  // before C++: it keeps rustc's escapes
     if (name[0] == '_' && name[1] == 'Z') {
         int status = 0;
         char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
@@ -26,7 +28,6 @@ std::string demangle_symbol(const char* name) {
         }
         std::free(d);
     }
-    std::string rust;
     if (rust_v0_demangle(name, &rust)) return rust;
     return std::string(name);
 }
