@@ -266,6 +266,7 @@ TEST(unwind_cfi_rule_kinds) {
         0x07, 15,              // undefined r15
         0x14, 14, 2,           // val_offset r14, 2*-8
         0x10, 3, 2, 0x70, 0,   // expression rbx (block of 2): replaces the offset rule
+        0x16, 6, 2, 0x77, 8,   // val_expression rbp: rsp + 8
         0x2e, 24,              // GNU_args_size 24
         0x05, 80, 1,           // a column beyond kCfiRegs: dropped, not an error
         0x00,                  // nop
@@ -274,6 +275,11 @@ TEST(unwind_cfi_rule_kinds) {
     CfiRow row;
     CHECK(run_cfi(f, 0x1000, &row) == CfiResult::kOk);
     CHECK(row.regs[kRbx].kind == RuleKind::kExpression);
+    CHECK_EQ(row.regs[kRbx].reg, 2);  // the block's length, and where it starts:
+    CHECK(f.insns[row.regs[kRbx].offset] == 0x70 && f.insns[row.regs[kRbx].offset + 1] == 0);
+    CHECK(row.regs[kRbp].kind == RuleKind::kValExpression);
+    CHECK_EQ(row.regs[kRbp].reg, 2);
+    CHECK(f.insns[row.regs[kRbp].offset] == 0x77);
     CHECK(row.regs[12].kind == RuleKind::kOffset);
     CHECK_EQ(row.regs[12].offset, 16);
     CHECK(row.regs[13].kind == RuleKind::kRegister);
@@ -329,6 +335,43 @@ TEST(unwind_cfi_plt_expression) {
     CHECK(eval_cfa_expression(under, sizeof under, regs, valid, &cfa) == CfiResult::kMalformed);
 }
 
+TEST(unwind_cfi_expressions_read_the_stack_window_only) {
+    alignas(8) uint64_t stack[8] = {0, 11, 22, 0x1122334455667788ull, 44, 55, 66, 77};
+    const StackWindow w{reinterpret_cast<uintptr_t>(&stack[0]), reinterpret_cast<uintptr_t>(&stack[8])};
+    uint64_t regs[kCfiRegs] = {};
+    regs[kRbp] = reinterpret_cast<uintptr_t>(&stack[3]);
+    const uint64_t valid = uint64_t{1} << kRbp;
+    uint64_t v = 0;
+    // gcc's realigned frame: CFA = *(rbp - 8)
+    const uint8_t drap[] = {0x76, 0x78, 0x06};
+    CHECK(eval_cfi_expression(drap, sizeof drap, regs, valid, w, nullptr, &v) == CfiResult::kOk);
+    CHECK_EQ(v, uint64_t{22});
+    // deref_size 4 (zero-extended), bregx rbp
+    const uint8_t sized[] = {0x92, kRbp, 0, 0x94, 4};
+    CHECK(eval_cfi_expression(sized, sizeof sized, regs, valid, w, nullptr, &v) == CfiResult::kOk);
+    CHECK_EQ(v, uint64_t{0x55667788});
+    // Outside the window (the word past its end; no window at all): refused, nothing read.
+    regs[kRbp] = reinterpret_cast<uintptr_t>(&stack[0]) + 9 * sizeof stack[0];  // rbp - 8: just past the end
+    CHECK(eval_cfi_expression(drap, sizeof drap, regs, valid, w, nullptr, &v) == CfiResult::kUnsupported);
+    regs[kRbp] = reinterpret_cast<uintptr_t>(&stack[3]);
+    CHECK(eval_cfi_expression(drap, sizeof drap, regs, valid, StackWindow{}, nullptr, &v) == CfiResult::kUnsupported);
+    CHECK(eval_cfa_expression(drap, sizeof drap, regs, valid, &v) == CfiResult::kUnsupported);
+    // The CFA pushed first (DW_CFA_expression): CFA - 16
+    const uint64_t cfa = 1000;
+    const uint8_t below[] = {0x40, 0x1c};  // lit16, minus
+    CHECK(eval_cfi_expression(below, sizeof below, regs, valid, w, &cfa, &v) == CfiResult::kOk);
+    CHECK_EQ(v, uint64_t{984});
+    // pick, rot, div, mod, abs
+    const uint8_t stackops[] = {0x37, 0x32, 0x31, 0x17, 0x15, 2, 0x1b, 0x1d};  // 7 2 1 rot pick2 div mod
+    CHECK(eval_cfi_expression(stackops, sizeof stackops, regs, valid, w, nullptr, &v) == CfiResult::kOk);
+    CHECK_EQ(v, uint64_t{1});  // [1 7 2] -> pick 2: [1 7 2 1] -> 2/1 = 2: [1 7 2] -> 7 % 2 = 1: [1 1]
+    const uint8_t by_zero[] = {0x31, 0x30, 0x1b};
+    CHECK(eval_cfi_expression(by_zero, sizeof by_zero, regs, valid, w, nullptr, &v) == CfiResult::kMalformed);
+    const uint8_t neg_abs[] = {0x35, 0x1f, 0x19};  // 5 neg abs
+    CHECK(eval_cfi_expression(neg_abs, sizeof neg_abs, regs, valid, w, nullptr, &v) == CfiResult::kOk);
+    CHECK_EQ(v, uint64_t{5});
+}
+
 // The unwinder over the x86_64 fake module: the unwinder takes this machine's DWARF columns.
 #if defined(__x86_64__)
 
@@ -382,6 +425,64 @@ TEST(unwind_native_fake_stack_cfi_then_fp) {
     CHECK_EQ(st.fp_steps, 2);
     CHECK(st.stop == UnwindStop::kBottom);
     CHECK(!st.truncated);
+}
+
+TEST(unwind_native_realigned_frame_by_expressions) {
+    // gcc's stack realignment (DRAP), as in AVX code: after `lea r10,[rsp+8]; and rsp,-32;
+    // push [r10-8]; push rbp; mov rbp,rsp; push r10` the CFA is *(rbp - 8) and rbp is saved at
+    // rbp + 0, both DWARF expressions. Before, the deref stopped the walk (unsupported_cfi).
+    FakeModule fm;
+    std::memset(g_mod, 0, sizeof g_mod);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(g_mod);
+    fm.text = base + 0x800;
+    Emitter eh{g_mod, 0x100};
+    const size_t cie = emit_cie(eh);
+    const size_t f1 = emit_fde(eh, cie, fm.text, 0x40,
+                               {0x0f, 3, 0x70 | kRbp, 0x78, 0x06,     // def_cfa_expression: *(rbp - 8)
+                                0x10, kRbp, 2, 0x70 | kRbp, 0x00});   // expression rbp: at rbp + 0
+    const size_t f2 = emit_fde(eh, cie, fm.text + 0x40, 0x40, {0x44, 0x0e, 32, 0x80 | kRbx, 2});
+    const size_t f3 = emit_fde(eh, cie, fm.text + 0x80, 0x40,
+                               {0x41, 0x0e, 16, 0x80 | kRbp, 2, 0x43, 0x0d, kRbp});
+    eh.u32(0);
+    const size_t fdes[3] = {f1, f2, f3};
+    index_fake_module(fdes, &fm);
+    FakeStack fs;
+    const uint64_t t = fm.text;
+    fs.regs.pc = t + 5;
+    fs.regs.sp = fs.at(2);       // realigned, below the frame
+    fs.regs.fp = fs.at(10);
+    fs.s[9] = fs.at(30);         // rbp - 8: the saved r10, the CFA
+    fs.s[10] = fs.at(40);        // rbp + 0: the caller's rbp
+    fs.s[29] = t + 0x51;         // CFA - 8: the return address, into f2
+    fs.s[33] = t + 0x91;         // f2's (CFA &s[34]), into f3
+    fs.s[40] = fs.at(50);        // f3's frame record (its rbp is the one f1's rule restored)
+    fs.s[41] = t + 0xc1;         // into f4 (no FDE): frame pointer &s[50]
+    fs.s[50] = 0;
+    fs.s[51] = 0;
+    uint64_t pcs[16] = {};
+    UnwindStatus st;
+    const uint32_t n = unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st);
+    CHECK_EQ(n, 4u);
+    CHECK_EQ(pcs[1], t + 0x51);
+    CHECK_EQ(pcs[2], t + 0x91);
+    CHECK_EQ(pcs[3], t + 0xc1);
+    CHECK_EQ(st.cfi_steps, 3);
+    CHECK(st.stop == UnwindStop::kBottom);
+    // The saved r10 pointing outside the stack: a CFA out of bounds.
+    fs.s[9] = 0x10;
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 1u);
+    CHECK(st.stop == UnwindStop::kStackBounds);
+    fs.s[9] = fs.at(30);
+    // rbp - 8 below the stack: the CFA's word is not read at all.
+    fs.regs.fp = fs.lo();
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 1u);
+    CHECK(st.stop == UnwindStop::kUnsupportedCfi);
+    // rbp's slot outside the stack (rbp - 8 the last word, rbp + 0 past the end): rbp is
+    // unknown after f1, so f3's CFA (rbp + 16) cannot be had.
+    fs.regs.fp = fs.hi();
+    fs.s[63] = fs.at(30);
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 3u);
+    CHECK(st.stop == UnwindStop::kUnsupportedCfi);
 }
 
 TEST(unwind_native_stack_bounds_stop_reads) {

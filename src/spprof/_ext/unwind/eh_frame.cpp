@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "capture/reader.h"  // SPPROF_NO_SANITIZE_ADDRESS
+
 namespace spprof {
 
 namespace {
@@ -309,6 +311,10 @@ struct Interp {
         RegRule& rule = row->regs[reg];
         rule.kind = kind;
         rule.offset = static_cast<int32_t>(offset);
+        if (kind == RuleKind::kExpression || kind == RuleKind::kValExpression) {
+            rule.reg = static_cast<uint8_t>(other);  // the block's length (<= kMaxRuleExpression)
+            return true;
+        }
         rule.reg = static_cast<uint8_t>(other < kCfiRegs ? other : 0);
         if (kind == RuleKind::kRegister && other >= kCfiRegs) rule.kind = RuleKind::kUndefined;
         return true;
@@ -460,8 +466,16 @@ struct Interp {
                     case kValExpression: {
                         const uint64_t reg = r.uleb();
                         const uint64_t len = r.uleb();
+                        const uint8_t* e = r.p;
                         if (!r.skip(len)) return CfiResult::kOutOfRange;
-                        set_rule(reg, RuleKind::kExpression, 0);
+                        // Kept as (distance from the FDE's instructions, length): both lie in
+                        // .eh_frame, and a row stays small on the signal stack. A block past
+                        // kMaxRuleExpression bytes keeps length 0: the register is unknown.
+                        const int64_t at = e - fde.insns;
+                        const bool kept = len > 0 && len <= kMaxRuleExpression;
+                        if (!set_rule(reg, op == kExpression ? RuleKind::kExpression : RuleKind::kValExpression,
+                                      kept ? at : 0, kept ? len : 0))
+                            return CfiResult::kMalformed;
                         break;
                     }
                     case kGnuWindowSave: break;  // aarch64 PAC state: return addresses are stripped
@@ -506,11 +520,31 @@ CfiResult run_cfi(const Fde& fde, uint64_t pc, CfiRow* row) {
     return CfiResult::kOk;
 }
 
+namespace {
+
+// Reads `size` bytes (1-8, little-endian, zero-extended) at `addr` when they lie inside the
+// thread's stack window; nothing else is ever read.
+SPPROF_NO_SANITIZE_ADDRESS bool read_window(const StackWindow& w, uint64_t addr, uint32_t size, uint64_t* out) {
+    if (size == 0 || size > 8 || w.hi <= w.lo || addr < w.lo || addr > w.hi || size > w.hi - addr) return false;
+    uint64_t v = 0;
+    std::memcpy(&v, reinterpret_cast<const void*>(static_cast<uintptr_t>(addr)), size);
+    *out = v;
+    return true;
+}
+
+}  // namespace
+
 CfiResult eval_cfa_expression(const uint8_t* expr, uint32_t len, const uint64_t* regs,
                               uint64_t valid, uint64_t* out) {
+    return eval_cfi_expression(expr, len, regs, valid, StackWindow{}, nullptr, out);
+}
+
+CfiResult eval_cfi_expression(const uint8_t* expr, uint32_t len, const uint64_t* regs, uint64_t valid,
+                              const StackWindow& stack, const uint64_t* push_first, uint64_t* out) {
     constexpr uint32_t kStack = 16;
     uint64_t st[kStack];
     uint32_t n = 0;
+    if (push_first != nullptr) st[n++] = *push_first;  // DW_CFA_expression: the CFA first
     Reader r(expr, expr + len);
     uint32_t steps = 0;
 #define SPPROF_PUSH(v)                                   \
@@ -530,8 +564,8 @@ CfiResult eval_cfa_expression(const uint8_t* expr, uint32_t len, const uint64_t*
             SPPROF_PUSH(uint64_t{op} - 0x30u);
             continue;
         }
-        if (op >= 0x70 && op <= 0x8f) {  // DW_OP_breg0..31 sleb
-            const uint32_t reg = op - 0x70u;
+        if ((op >= 0x70 && op <= 0x8f) || op == 0x92) {  // DW_OP_breg0..31 sleb, bregx uleb sleb
+            const uint64_t reg = op == 0x92 ? r.uleb() : uint64_t{op} - 0x70u;
             const int64_t off = r.sleb();
             if (!r.ok) return CfiResult::kOutOfRange;
             if (reg >= kCfiRegs || ((valid >> reg) & 1) == 0) return CfiResult::kUnsupported;
@@ -539,6 +573,44 @@ CfiResult eval_cfa_expression(const uint8_t* expr, uint32_t len, const uint64_t*
             continue;
         }
         switch (op) {
+            case 0x06:    // deref: a word of the thread's stack (gcc's realigned frames, DRAP)
+            case 0x94: {  // deref_size n
+                const uint32_t size = op == 0x06 ? 8u : r.u8();
+                if (!r.ok) return CfiResult::kOutOfRange;
+                SPPROF_NEED(1);
+                if (!read_window(stack, st[n - 1], size, &st[n - 1])) return CfiResult::kUnsupported;
+                break;
+            }
+            case 0x15: {  // pick i
+                const uint8_t i = r.u8();
+                if (!r.ok) return CfiResult::kOutOfRange;
+                SPPROF_NEED(uint32_t{i} + 1);
+                SPPROF_PUSH(st[n - 1 - i]);
+                break;
+            }
+            case 0x17: {  // rot: the top three, top goes third
+                SPPROF_NEED(3);
+                const uint64_t t = st[n - 1];
+                st[n - 1] = st[n - 2];
+                st[n - 2] = st[n - 3];
+                st[n - 3] = t;
+                break;
+            }
+            case 0x19: SPPROF_NEED(1); st[n - 1] = static_cast<int64_t>(st[n - 1]) < 0 ? 0 - st[n - 1] : st[n - 1]; break;  // abs
+            case 0x1b:    // div (signed)
+            case 0x1d: {  // mod
+                SPPROF_NEED(2);
+                const uint64_t b = st[--n];
+                const uint64_t a = st[n - 1];
+                if (b == 0) return CfiResult::kMalformed;
+                if (op == 0x1d) {
+                    st[n - 1] = a % b;
+                } else {
+                    const int64_t sa = static_cast<int64_t>(a), sb = static_cast<int64_t>(b);
+                    st[n - 1] = (sa == INT64_MIN && sb == -1) ? a : static_cast<uint64_t>(sa / sb);
+                }
+                break;
+            }
             case 0x08: SPPROF_PUSH(r.u8()); break;                                         // const1u
             case 0x09: SPPROF_PUSH(static_cast<uint64_t>(int64_t{r.fixed<int8_t>()})); break;   // const1s
             case 0x0a: SPPROF_PUSH(r.fixed<uint16_t>()); break;                            // const2u
@@ -591,7 +663,7 @@ CfiResult eval_cfa_expression(const uint8_t* expr, uint32_t len, const uint64_t*
                 break;
             }
             case 0x96: break;  // nop
-            default: return CfiResult::kUnsupported;  // deref, regx, bregx, skip, bra, calls...
+            default: return CfiResult::kUnsupported;  // regx, skip, bra, calls, TLS...
         }
         if (!r.ok) return CfiResult::kOutOfRange;
     }

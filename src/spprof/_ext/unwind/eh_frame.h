@@ -14,9 +14,10 @@
 // data: a truncated or corrupt table ends in an error, never in a read outside it), every
 // LEB128 is at most 10 bytes, every loop is bounded by the bytes it consumes and by a step
 // cap, and the remember/restore stack has a fixed depth. What gcc and clang emit for x86_64
-// and aarch64 is covered; DWARF expressions are evaluated only for the CFA (the PLT rule
-// `rsp + 8 + ((rip & 15) >= 11) * 8` and similar arithmetic, no memory reads); a register
-// saved by an expression is reported as such and the unwinder decides (see unwinder.cpp).
+// and aarch64 is covered; DWARF expressions are evaluated for the CFA (the PLT rule
+// `rsp + 8 + ((rip & 15) >= 11) * 8`, gcc's realigned frames `*(rbp - 8)`) and for registers
+// saved by an expression (DW_CFA_expression / val_expression); the only memory they read is
+// the unwound thread's stack, bounds-checked (eval_cfi_expression).
 //
 // Architecture-neutral: register numbers are DWARF columns; the unwinder maps them. Tested on
 // hand-built byte arrays (tests/native/test_unwind_cfi.cpp).
@@ -112,9 +113,16 @@ enum class RuleKind : uint8_t {
     kOffset,         // saved at CFA + offset
     kValOffset,      // the value is CFA + offset
     kRegister,       // the value is in register `reg`
-    kExpression,     // DW_CFA_expression / val_expression: not evaluated (see file comment)
+    kExpression,     // DW_CFA_expression: saved at the address the block computes (CFA pushed)
+    kValExpression,  // DW_CFA_val_expression: the value is what the block computes
 };
 
+// Longest DWARF expression block kept for a register rule (real ones are 2-10 bytes); a longer
+// one leaves the register unknown.
+constexpr uint32_t kMaxRuleExpression = 255;
+
+// For kExpression/kValExpression, `offset` is where the block starts relative to the FDE's
+// instructions (Fde::insns; the CIE's blocks too) and `reg` its length, 0 when not kept.
 struct RegRule {
     int32_t offset = 0;  // factored offsets of real code fit easily; larger ones -> kMalformed
     RuleKind kind = RuleKind::kSameValue;
@@ -140,10 +148,21 @@ struct CfiRow {
 // applies to `pc` (pc_begin <= pc < pc_end). `row` receives the result.
 CfiResult run_cfi(const Fde& fde, uint64_t pc, CfiRow* row);
 
-// Evaluate a CFA expression over the register file `regs` (kCfiRegs entries; bit n of
-// `valid` says regs[n] is known). Arithmetic only: breg/reg-free literals and constants,
-// plus/minus/and/or/xor/shl/shr/shra/mul/ge/gt/le/lt/eq/ne/plus_uconst/dup/drop/swap/over/
-// not/neg; anything that would read memory -> kUnsupported. Bounded stack (16) and length.
+// The memory an expression may read: the unwound thread's stack [lo, hi). Empty: none.
+struct StackWindow {
+    uintptr_t lo = 0;
+    uintptr_t hi = 0;
+};
+
+// Evaluate a DWARF expression of call-frame information over the register file `regs`
+// (kCfiRegs entries; bit n of `valid` says regs[n] is known): breg/bregx, literals and
+// constants, plus/minus/and/or/xor/shl/shr/shra/mul/div/mod/abs/ge/gt/le/lt/eq/ne/plus_uconst/
+// dup/drop/swap/over/pick/rot/not/neg, and deref/deref_size of words inside `stack` only (an
+// address outside it -> kUnsupported, nothing read). `push_first` (DW_CFA_expression and
+// val_expression: the CFA) is pushed before the block runs. Bounded stack (16) and steps.
+CfiResult eval_cfi_expression(const uint8_t* expr, uint32_t len, const uint64_t* regs, uint64_t valid,
+                              const StackWindow& stack, const uint64_t* push_first, uint64_t* out);
+// The same with no memory to read (a deref -> kUnsupported) and nothing pushed first.
 CfiResult eval_cfa_expression(const uint8_t* expr, uint32_t len, const uint64_t* regs,
                               uint64_t valid, uint64_t* out);
 

@@ -89,9 +89,10 @@ bool cfi_step(const Fde& fde, uint64_t lookup_pc, const RegFile& cur, uintptr_t 
         *why = UnwindStop::kBottom;
         return false;
     }
+    const StackWindow stack{lo, hi};
     uint64_t cfa = 0;
     if (row.cfa.expr != nullptr) {
-        res = eval_cfa_expression(row.cfa.expr, row.cfa.expr_len, cur.r, cur.valid, &cfa);
+        res = eval_cfi_expression(row.cfa.expr, row.cfa.expr_len, cur.r, cur.valid, stack, nullptr, &cfa);
         if (res != CfiResult::kOk) {
             *why = stop_for(res);
             return false;
@@ -134,12 +135,26 @@ bool cfi_step(const Fde& fde, uint64_t lookup_pc, const RegFile& cur, uintptr_t 
                 }
                 break;
             case RuleKind::kExpression:
+            case RuleKind::kValExpression: {
+                // The block runs over this frame's registers with the CFA pushed first; its
+                // result is where the register was saved (read from the stack), or the value.
+                uint64_t v = 0;
+                const bool known =
+                    rule.reg != 0 &&
+                    eval_cfi_expression(fde.insns + rule.offset, rule.reg, cur.r, cur.valid, stack, &cfa, &v) ==
+                        CfiResult::kOk &&
+                    (rule.kind == RuleKind::kValExpression || read_stack_word(static_cast<uintptr_t>(v), lo, hi, &v));
+                if (known) {
+                    next->set(col, v);
+                    break;
+                }
                 if (col == ra_col) {
                     *why = UnwindStop::kUnsupportedCfi;
                     return false;
                 }
                 next->clear(col);  // unknown from here on; a later CFA needing it stops then
                 break;
+            }
         }
     }
     if (!next->has(ra_col)) {
@@ -147,7 +162,7 @@ bool cfi_step(const Fde& fde, uint64_t lookup_pc, const RegFile& cur, uintptr_t 
         return false;
     }
     *ra = strip_pointer_auth(next->r[ra_col]);
-    *ra_from_stack = row.regs[ra_col].kind == RuleKind::kOffset;
+    *ra_from_stack = row.regs[ra_col].kind == RuleKind::kOffset || row.regs[ra_col].kind == RuleKind::kExpression;
     next->set(kSpCol, cfa);
     return true;
 }
