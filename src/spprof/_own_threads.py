@@ -1,9 +1,11 @@
 """spprof's own Python threads (the pprof endpoint's): never sampled, their CPU named as
 spprof's in the CPU balance, like the extension's native threads (own_threads.h).
 
-A thread made by own_thread() carries OWN_THREAD; the session's thread-start hook
-(_session._register_thread) sees it and makes the thread one of spprof's before its target
-runs, instead of registering it for sampling; the thread leaves as its target ends."""
+A thread made by own_thread() is an OwnThread; the session's thread-start hook (its C
+registrar, _ext.thread_registrar) sees the class and makes the thread one of spprof's before its
+target runs, instead of registering it for sampling; the thread leaves as its target ends. A
+class rather than an attribute: the registrar checks it for every thread the program starts,
+and a type check costs nothing where a missing attribute costs an exception."""
 
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ from typing import Any, Callable
 
 from . import _ext
 
-OWN_THREAD = "_spprof_own_thread"
+
+class OwnThread(threading.Thread):
+    """One of spprof's threads (never sampled)."""
 
 
-def own_thread(
-    target: Callable[..., None], name: str, args: tuple[Any, ...] = ()
-) -> threading.Thread:
+def own_thread(target: Callable[..., None], name: str, args: tuple[Any, ...] = ()) -> OwnThread:
     """A daemon thread of spprof's running target(*args); not started."""
 
     def run(*call_args: Any) -> None:
@@ -26,6 +28,4 @@ def own_thread(
         finally:
             _ext._own_thread_leave()
 
-    t = threading.Thread(target=run, args=args, name=name, daemon=True)
-    setattr(t, OWN_THREAD, True)
-    return t
+    return OwnThread(target=run, args=args, name=name, daemon=True)

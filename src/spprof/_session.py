@@ -33,7 +33,7 @@ from . import (
 )
 from ._config import SessionConfig, ValidConfig
 from ._model import Sample
-from ._own_threads import OWN_THREAD
+from ._own_threads import OwnThread
 from ._profile import Profile
 from ._stats import SessionStats
 from ._version import __version__
@@ -128,37 +128,12 @@ def _is_inner_profiler_frame(frame: Any) -> bool:
 # ---- thread discovery ---------------------------------------------------------------------
 
 
-def _entry_code(thread: threading.Thread) -> Any:
-    """The code `thread` runs: its target's, unless run() is overridden (then run's own frame,
-    on the stack once it runs, is the entry). None when there is none."""
-    if type(thread).run is not threading.Thread.run:
-        return None
-    return getattr(getattr(thread, "_target", None), "__code__", None)
-
-
-def _register_thread(thread: threading.Thread) -> None:
-    """Runs on every new threading.Thread, on the thread, before threading's _bootstrap_inner
-    (so before its target): registers it. Never raises (the program's thread must run).
-
-    threading has not set the thread's ident nor put it in _active yet: nothing here may call
-    threading.current_thread() (it would make a _DummyThread). The name comes from `thread`.
-    One of spprof's own (the pprof endpoint's, OWN_THREAD set) is never sampled: it joins
-    spprof's native threads instead, and leaves as its target ends (_own_threads)."""
-    try:
-        if getattr(thread, OWN_THREAD, False):
-            _ext._own_thread_enter()
-            return
-        _ext.register_current_thread(_entry_code(thread), _register_thread.__code__, thread.name)
-    except Exception as exc:
-        _debug.debug(f"could not register {thread.name}: {exc}")
-
-
 # The method of threading.Thread that _bootstrap calls on the new thread (3.9-3.15).
 _BOOTSTRAP_INNER = "_bootstrap_inner"
 
 
 def _install_thread_hook() -> None:
-    """Thread._bootstrap_inner becomes a C method that calls _register_thread, then the
+    """Thread._bootstrap_inner becomes a C method that calls the registrar, then the
     original: nothing the program can see in threading.getprofile()/gettrace() or reset with
     setprofile(None), no frame of spprof's on the thread's stack, no PEP 669 re-instrumentation
     per thread (3.12+). Threads of _thread.start_new_thread never pass here (nor did they pass
@@ -166,7 +141,10 @@ def _install_thread_hook() -> None:
     current = threading.Thread.__dict__.get(_BOOTSTRAP_INNER)
     if current is None or _ext.thread_start_hook_original(current) is not None:
         return  # not there (an unknown threading), or already ours
-    setattr(threading.Thread, _BOOTSTRAP_INNER, _ext.thread_start_hook(current, _register_thread))
+    # The registrar (C): the new thread's name, its target's code as its entry, and spprof's
+    # own threads (OwnThread, the pprof endpoint's) made spprof's instead of sampled.
+    registrar = _ext.thread_registrar(threading.Thread.run, OwnThread)
+    setattr(threading.Thread, _BOOTSTRAP_INNER, _ext.thread_start_hook(current, registrar))
 
 
 def _remove_thread_hook() -> None:

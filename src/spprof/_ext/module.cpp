@@ -333,14 +333,9 @@ void on_thread_exit(PyObject* module, PyThreadState* ts, uint64_t tid) {
     }
 }
 
-PyObject* py_register_current_thread(PyObject* module, PyObject* args) {
-    // Optional: the thread's entry code (its target's) and the hook's own code (left out of
-    // the entry stack). Anything that is not a code object is ignored.
-    // And its name, when threading has not put the thread in _active yet (a str, else ignored).
-    PyObject* entry = nullptr;
-    PyObject* skip = nullptr;
-    PyObject* name = nullptr;
-    if (!PyArg_ParseTuple(args, "|OOO:register_current_thread", &entry, &skip, &name)) return nullptr;
+// Registers the calling thread with the running session, if any. `entry`, `skip`: code objects
+// or null; `name`: a str or null (anything else is ignored).
+Error register_calling_thread(PyObject* module, PyObject* entry, PyObject* skip, PyObject* name) {
     if (entry != nullptr && !PyCode_Check(entry)) entry = nullptr;
     if (skip != nullptr && !PyCode_Check(skip)) skip = nullptr;
     const char* name_utf8 = nullptr;
@@ -349,15 +344,91 @@ PyObject* py_register_current_thread(PyObject* module, PyObject* args) {
         if (name_utf8 == nullptr) PyErr_Clear();
     }
     ModuleState* st = state_of(module);
-    if (st->session != nullptr) {
-        const SessionMutation changing;
-        Error e = st->session->register_current_thread(entry, skip, name_utf8);
-        if (!e.ok()) return raise(e);
-        // Main interpreter only: the watch's type belongs to it.
-        if (PyThreadState_Get()->interp == PyInterpreterState_Main())
-            thread_exit_watch_install(module, &on_thread_exit, platform_current_tid());
-    }
+    if (st->session == nullptr) return Error::none();
+    const SessionMutation changing;
+    Error e = st->session->register_current_thread(entry, skip, name_utf8);
+    if (!e.ok()) return e;
+    // Main interpreter only: the watch's type belongs to it.
+    if (PyThreadState_Get()->interp == PyInterpreterState_Main())
+        thread_exit_watch_install(module, &on_thread_exit, platform_current_tid());
+    return Error::none();
+}
+
+PyObject* py_register_current_thread(PyObject* module, PyObject* args) {
+    // Optional: the thread's entry code (its target's) and the hook's own code (left out of
+    // the entry stack). Anything that is not a code object is ignored.
+    // And its name, when threading has not put the thread in _active yet (a str, else ignored).
+    PyObject* entry = nullptr;
+    PyObject* skip = nullptr;
+    PyObject* name = nullptr;
+    if (!PyArg_ParseTuple(args, "|OOO:register_current_thread", &entry, &skip, &name)) return nullptr;
+    Error e = register_calling_thread(module, entry, skip, name);
+    if (!e.ok()) return raise(e);
     Py_RETURN_NONE;
+}
+
+// A new reference to obj.<attr>, or null with no exception left set.
+PyObject* attr_or_null(PyObject* obj, PyObject* attr) {
+    PyObject* v = PyObject_GetAttr(obj, attr);
+    if (v == nullptr) PyErr_Clear();
+    return v;
+}
+
+// The registrar thread_start_hook calls with each new threading.Thread, on the thread, before
+// threading's own _bootstrap_inner (so before its target, and before threading set its ident
+// or put it in _active: nothing here may make a _DummyThread). `self` is the tuple (module,
+// threading.Thread.run, the class of spprof's own threads, and the interned names of the
+// attributes it reads). In C rather than Python: no frame of ours on the new thread's stack
+// (so no hook code to leave out of its entry stack) and no interpreted getattr chain per
+// thread start (issue 24's +15 us per start). Never raises: the program's thread must run.
+PyObject* registrar_call(PyObject* self, PyObject* thread) {
+    PyObject* module = PyTuple_GET_ITEM(self, 0);
+    PyObject* thread_run = PyTuple_GET_ITEM(self, 1);
+    PyObject* own_type = PyTuple_GET_ITEM(self, 2);
+    PyObject* s_run = PyTuple_GET_ITEM(self, 3);
+    PyObject* s_target = PyTuple_GET_ITEM(self, 4);
+    PyObject* s_code = PyTuple_GET_ITEM(self, 5);
+    PyObject* s_name = PyTuple_GET_ITEM(self, 6);
+    // One of spprof's own (the pprof endpoint's): never sampled, it joins spprof's threads.
+    if (PyObject_TypeCheck(thread, reinterpret_cast<PyTypeObject*>(own_type))) {
+        own_thread_enter();
+        Py_RETURN_NONE;
+    }
+    // The entry: its target's code, unless run() is overridden (run's own frame is the entry).
+    PyObject* entry = nullptr;
+    PyObject* run = attr_or_null(reinterpret_cast<PyObject*>(Py_TYPE(thread)), s_run);
+    if (run == thread_run) {
+        PyObject* target = attr_or_null(thread, s_target);
+        if (target != nullptr && target != Py_None) entry = attr_or_null(target, s_code);
+        Py_XDECREF(target);
+    }
+    Py_XDECREF(run);
+    // Thread.name is a property returning _name: read that, without a Python call.
+    PyObject* name = attr_or_null(thread, s_name);
+    Error e = register_calling_thread(module, entry, nullptr, name);
+    if (!e.ok()) {
+        log_debug("could not register a new thread: %s", e.what);
+        PyErr_Clear();
+    }
+    Py_XDECREF(entry);
+    Py_XDECREF(name);
+    Py_RETURN_NONE;
+}
+
+PyMethodDef kRegistrarDef = {"register_thread", registrar_call, METH_O,
+                             "spprof: registers the calling (new) threading.Thread with the running session"};
+
+PyObject* py_thread_registrar(PyObject* module, PyObject* args) {
+    PyObject* thread_run = nullptr;
+    PyObject* own_type = nullptr;
+    if (!PyArg_ParseTuple(args, "OO!:thread_registrar", &thread_run, &PyType_Type, &own_type)) return nullptr;
+    PyObject* self = Py_BuildValue("(OOONNNN)", module, thread_run, own_type, PyUnicode_InternFromString("run"),
+                                   PyUnicode_InternFromString("_target"), PyUnicode_InternFromString("__code__"),
+                                   PyUnicode_InternFromString("_name"));
+    if (self == nullptr) return nullptr;
+    PyObject* fn = PyCFunction_NewEx(&kRegistrarDef, self, nullptr);
+    Py_DECREF(self);
+    return fn;
 }
 
 PyObject* py_thread_start_hook(PyObject*, PyObject* args) {
@@ -665,6 +736,9 @@ PyMethodDef kMethods[] = {
     {"stats", py_stats, METH_NOARGS, "stats() -> dict"},
     {"register_current_thread", py_register_current_thread, METH_VARARGS,
      "register the calling thread with the running session (optional: its entry code, the hook's code, its name)"},
+    {"thread_registrar", py_thread_registrar, METH_VARARGS,
+     "thread_registrar(thread_run, own_type) -> a callable for thread_start_hook that registers each new "
+     "threading.Thread (thread_run: threading.Thread.run; own_type: the class of spprof's own threads)"},
     {"thread_start_hook", py_thread_start_hook, METH_VARARGS,
      "thread_start_hook(original, register_thread): a method for Thread._bootstrap_inner that calls "
      "register_thread(thread), then original(thread)"},

@@ -110,10 +110,14 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     if (window_open_) counters_.cpu_before_found_ns += rec.cpu_start_ns;
     ctx->last_cpu_ns_.store(cpu_now, std::memory_order_relaxed);
     ctx->timer_origin_cpu_ns_ = rec.cpu_start_ns;
-    name_from_threading(rec);
-    if (!rec.name_from_threading) {
-        rec.name = name != nullptr ? name : os_thread_name(tid);
-        rec.name_from_threading = name != nullptr;  // the Thread object's own name
+    if (name != nullptr) {
+        // The Thread object's own name (the start hook: threading has not put the thread in
+        // _active yet, so looking there would find nothing).
+        rec.name = name;
+        rec.name_from_threading = true;
+    } else {
+        name_from_threading(rec);
+        if (!rec.name_from_threading) rec.name = os_thread_name(tid);
     }
     name_bytes_ += rec.name.capacity();
     ThreadCtx* raw = table_.add(std::move(ctx));
