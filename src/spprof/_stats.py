@@ -90,6 +90,7 @@ class SessionStats(Mapping[str, Any]):
     signal_cost_ns: Optional[int] = None
     native_unwinds: Optional[int] = None
     native_fp_steps: Optional[int] = None
+    native_leaf_steps: Optional[int] = None
     eval_ranges: Optional[int] = None
     modules_without_cfi: Optional[int] = None
     rust_names_over_limit: Optional[int] = None  # left mangled: past the demangler's limits

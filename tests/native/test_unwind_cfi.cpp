@@ -485,6 +485,54 @@ TEST(unwind_native_realigned_frame_by_expressions) {
     CHECK(st.stop == UnwindStop::kUnsupportedCfi);
 }
 
+TEST(unwind_native_leaf_without_cfi_left_by_its_return_address) {
+    // Hand-written assembly with no FDE at all (OpenBLAS's dcopy_k, MKL's scopy kernels never
+    // touch rsp): the interrupted pc's return address is the word at rsp. Taken only when it
+    // follows a call; before, the frame-pointer fallback skipped the caller or failed.
+    FakeModule fm;
+    build_fake_module(&fm);
+    const uint64_t t = fm.text;
+    g_mod[0x800 + 0x51 - 5] = 0xE8;  // a call rel32 ends at t + 0x51, in f2
+    FakeStack fs;
+    fs.regs.pc = t + 0xc4;           // no FDE there
+    fs.regs.sp = fs.at(4);
+    fs.regs.fp = fs.at(20);
+    fs.s[4] = t + 0x51;              // the return address, into f2 (CFA = rsp + 32 = &s[9])
+    fs.s[8] = t + 0x91;              // f2's, into f3 (CFA = rbp + 16 = &s[22])
+    fs.s[20] = fs.at(30);
+    fs.s[21] = 0;                    // f3 returns to nothing: the bottom
+    uint64_t pcs[16] = {};
+    UnwindStatus st;
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 3u);
+    CHECK_EQ(pcs[1], t + 0x51);
+    CHECK_EQ(pcs[2], t + 0x91);
+    CHECK_EQ(st.leaf_steps, 1);
+    CHECK_EQ(st.cfi_steps, 2);
+    CHECK(st.stop == UnwindStop::kBottom);
+    // A frame below the return address (MKL's sgemm kernel: `sub $0x80, %rsp`, rbx saved at
+    // (%rsp)): the first word up the stack that follows a call. The callee-saved registers
+    // may have been changed under that frame: unknown, so f3's CFA (rbp + 16) is not had.
+    fs.regs.sp = fs.at(3);
+    fs.s[3] = 0x1234;
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 3u);
+    CHECK_EQ(pcs[1], t + 0x51);
+    CHECK_EQ(st.leaf_steps, 1);
+    CHECK(st.stop == UnwindStop::kUnsupportedCfi);
+    fs.regs.sp = fs.at(4);
+    // A word that follows no call (data the leaf pushed): not taken; the frame pointer then.
+    g_mod[0x800 + 0x51 - 5] = 0;
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 1u);
+    CHECK_EQ(st.leaf_steps, 0);
+    // Only the interrupted frame: a later frame without an FDE goes by its frame pointer.
+    g_mod[0x800 + 0x51 - 5] = 0xE8;
+    fs.regs.pc = t + 5;  // f1: CFA = rsp + 16 from +1
+    fs.s[5] = t + 0xd1;  // f1 returns into the FDE-less range
+    fs.s[4] = fs.at(40);
+    fs.regs.fp = 0xdead;
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 2u);
+    CHECK_EQ(st.leaf_steps, 0);
+}
+
 TEST(unwind_native_stack_bounds_stop_reads) {
     FakeModule fm;
     build_fake_module(&fm);

@@ -57,6 +57,7 @@ struct UnwindStatus {
     bool truncated = false;  // stopped at max with frames remaining
     uint16_t cfi_steps = 0;  // frames unwound with CFI
     uint16_t fp_steps = 0;   // frames unwound by following a frame pointer
+    uint16_t leaf_steps = 0;  // interrupted functions without CFI left by their return address (a heuristic)
     UnwindStop stop = UnwindStop::kBottom;
 };
 

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "capture/reader.h"  // SPPROF_NO_SANITIZE_ADDRESS
 #include "unwind/fp_walk.h"
 
 namespace spprof {
@@ -58,6 +59,77 @@ bool read_stack_word(uintptr_t addr, uintptr_t lo, uintptr_t hi, uint64_t* out) 
     if (addr < lo || hi < 8 || addr > hi - 8) return false;
     std::memcpy(out, reinterpret_cast<const void*>(addr), 8);
     return true;
+}
+
+// Reads `n` bytes of code at `addr` when [addr, addr + n) lies in one module's executable
+// ranges (mapped and readable on Linux and macOS); nothing else is read.
+SPPROF_NO_SANITIZE_ADDRESS bool read_code(const UnwindSnapshot* snapshot, uint64_t addr, size_t n, void* out) {
+    if (addr + n < addr) return false;
+    const UnwindModule* m = snapshot->find(static_cast<uintptr_t>(addr));
+    if (m == nullptr || snapshot->find(static_cast<uintptr_t>(addr + n - 1)) != m) return false;
+    std::memcpy(out, reinterpret_cast<const void*>(static_cast<uintptr_t>(addr)), n);
+    return true;
+}
+
+// True when `ra` follows a call instruction in a module: the check that makes a word read off
+// the stack (or a link register) a return address.
+bool follows_call(const UnwindSnapshot* snapshot, uint64_t ra) {
+#if defined(__x86_64__)
+    // b[7 - k] is the byte at ra - k. `call rel32` (E8, 5 bytes) and `call` through a register
+    // or memory (FF /2: ModRM reg field 2) in each length its addressing modes give.
+    uint8_t b[7];
+    if (!read_code(snapshot, ra - 7, sizeof b, b)) return false;
+    const auto ff2 = [&](int at, int mod) { return b[at] == 0xFF && ((b[at + 1] >> 3) & 7) == 2 && (b[at + 1] >> 6) == mod; };
+    const auto rm = [&](int at) { return b[at + 1] & 7; };
+    return b[2] == 0xE8 ||                                       // call rel32
+           ff2(5, 3) || (ff2(5, 0) && rm(5) != 4 && rm(5) != 5) ||  // call *%reg, *(%reg)
+           (ff2(4, 0) && rm(4) == 4) ||                          // call *(%base,%index)
+           (ff2(4, 1) && rm(4) != 4) || (ff2(3, 1) && rm(3) == 4) ||  // disp8, with SIB
+           (b[1] == 0xFF && b[2] == 0x15) ||                     // call *disp32(%rip)
+           (ff2(1, 2) && rm(1) != 4) || (ff2(0, 2) && rm(0) == 4);   // disp32, with SIB
+#else
+    // BL imm26, or BLR / BLRAA / BLRAB / BLRAAZ / BLRABZ Xn (pointer authentication).
+    uint32_t insn = 0;
+    if (!read_code(snapshot, ra - 4, sizeof insn, &insn)) return false;
+    return (insn & 0xFC000000u) == 0x94000000u || (insn & 0xFFFFFC1Fu) == 0xD63F0000u ||
+           (insn & 0xFEFFF800u) == 0xD63F0800u;
+#endif
+}
+
+#if defined(__x86_64__)
+// Words above the stack pointer searched for the return address of a function without CFI: a
+// leaf kernel's frame (MKL's sgemm kernels: `sub $0x80, %rsp` and a few saved registers).
+constexpr uint32_t kLeafScanWords = 64;
+#endif
+
+// The return address of the interrupted function when it has no CFI at all (hand-written
+// assembly: BLAS kernels), taken only when it follows a call. On x86_64 the first such word at
+// or above the stack pointer (`*words` of them below it: 0 for a leaf that left the stack as
+// its caller's call made it); on aarch64 the link register (`*words` = 0).
+bool leaf_return_address(const UnwindSnapshot* snapshot, const RegFile& cur, uintptr_t lo, uintptr_t hi,
+                         uint64_t* ra, uint32_t* words) {
+#if defined(__x86_64__)
+    if (!cur.has(kSpCol)) return false;
+    for (uint32_t i = 0; i < kLeafScanWords; ++i) {
+        uint64_t v = 0;
+        if (!read_stack_word(static_cast<uintptr_t>(cur.r[kSpCol] + 8 * i), lo, hi, &v)) return false;
+        if (v != 0 && follows_call(snapshot, v)) {
+            *ra = v;
+            *words = i;
+            return true;
+        }
+    }
+    return false;
+#else
+    (void)lo;
+    (void)hi;
+    if (!cur.has(kLrCol)) return false;
+    const uint64_t v = cur.r[kLrCol];
+    if (v == 0 || !follows_call(snapshot, v)) return false;
+    *ra = v;
+    *words = 0;
+    return true;
+#endif
 }
 
 UnwindStop stop_for(CfiResult res) {
@@ -230,6 +302,27 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
         } else if (found != CfiResult::kNotFound) {
             st.stop = stop_for(found);
             return st.depth;
+        }
+        uint32_t words = 0;
+        if (!stepped && first && found == CfiResult::kNotFound &&
+            leaf_return_address(snapshot, cur, stack_lo, stack_hi, &ra, &words)) {
+            // The interrupted function has no CFI: its return address is the first word at
+            // or above the stack pointer that follows a call (x86_64), or the link register
+            // (aarch64). Counted: a heuristic.
+            next = cur;
+#if defined(__x86_64__)
+            next.set(kSpCol, sp + 8 * (words + 1));
+            // A frame below the return address may hold callee-saved registers the function
+            // then changed: their values are no longer known.
+            if (words > 0) {
+                next.clear(kFpCol);
+                for (uint32_t i = 0; i < sizeof kCalleeCols / sizeof kCalleeCols[0]; ++i) next.clear(kCalleeCols[i]);
+            }
+#else
+            ra_from_stack = false;
+#endif
+            if (st.leaf_steps < UINT16_MAX) ++st.leaf_steps;
+            stepped = true;
         }
         if (!stepped) {
             // Frame-pointer fallback: the record {saved fp, return address} at fp, which must
