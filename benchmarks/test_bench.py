@@ -199,3 +199,21 @@ def test_window_cost_benchmark_prints_a_row_per_stage(capsys):
     assert len(rows) == 2, rows
     counts = [int(r.split("|")[1]) for r in rows]
     assert counts[1] > counts[0], rows
+
+
+def test_native_libs_benchmark_prints_a_row_per_workload(capsys):
+    """benchmarks/native_libs.py at a tiny size, so it never rots: a row per workload, with the
+    walks and how many reached the thread's start, or the library named as not installed
+    (pandas, scikit-learn and torch are the benchmark's own set-up, not DEV_DEPS)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("native unwinding: Linux here")
+    from benchmarks import native_libs
+
+    assert native_libs.main(["--seconds", "0.2", "--workloads", "numpy", "torch"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| ")][1:]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows]
+    assert [c[0] for c in cells] == ["numpy", "torch"], rows
+    for c in cells:
+        assert c[1].startswith("not installed") or (int(c[1]) > 0 and "%" in c[2]), rows

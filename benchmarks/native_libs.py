@@ -1,0 +1,156 @@
+"""How complete `--native` walks are on the data libraries people profile (issue 28).
+
+    python -m benchmarks.native_libs [--python PY] [--seconds 3] [--rounds 1] [--workloads ...]
+
+Each workload runs in a fresh interpreter (`PY`, default this one) for `--seconds` of CPU under
+`spprof.Profiler(interval_ms=1, native=True)`: numpy (matmul and SVD of 1500x1500, OpenBLAS),
+pandas (groupby and merge on 2M rows), scikit-learn (a random forest fit) and torch (a CPU MLP
+training step, two threads). A library that is not installed in `PY` is reported as such. The
+set-up is the benchmark's, never a test's: a venv with the pinned wheels and spprof,
+
+    python3.11 -m venv /tmp/nl && /tmp/nl/bin/pip install numpy==2.2.6 pandas==2.3.3 \\
+        scikit-learn==1.7.2 torch==2.13.0 && /tmp/nl/bin/pip install .
+
+Per workload: the native walks, how many reached the thread's start (`bottom`), every other
+stop reason, the frames found by the leaf heuristic and by the frame-pointer fallback
+(`native_leaf_steps`, `native_fp_steps`), and the capture time per sample (`capture_ns`, on
+whatever machine runs it: compare runs of one machine only). docs/native-unwinding.md quotes a
+run before and after the stack-reading expressions and the leaf heuristic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import textwrap
+from typing import Optional
+
+WORKLOADS = ("numpy", "pandas", "sklearn", "torch")
+
+# The child: imports the library, warms up, then profiles `seconds` of CPU of the work.
+CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    name, seconds = sys.argv[1], float(sys.argv[2])
+    try:
+        if name == "numpy":
+            import numpy as np
+            rng = np.random.default_rng(0)
+            a = rng.standard_normal((1500, 1500))
+            def work():
+                np.linalg.svd(a @ a.T, compute_uv=False)
+        elif name == "pandas":
+            import numpy as np, pandas as pd
+            rng = np.random.default_rng(0)
+            df = pd.DataFrame({"k": rng.integers(0, 1000, 2_000_000), "v": rng.random(2_000_000)})
+            other = pd.DataFrame({"k": np.arange(1000), "w": np.arange(1000.0)})
+            def work():
+                df.groupby("k")["v"].agg(["mean", "sum", "std"])
+                df.merge(other, on="k").sort_values("v")
+        elif name == "sklearn":
+            import numpy as np
+            from sklearn.ensemble import RandomForestClassifier
+            rng = np.random.default_rng(0)
+            x = rng.standard_normal((4000, 20)); y = (x[:, 0] + x[:, 1] > 0).astype(int)
+            def work():
+                RandomForestClassifier(n_estimators=20, n_jobs=1, random_state=0).fit(x, y)
+        elif name == "torch":
+            import torch
+            torch.set_num_threads(2)
+            torch.manual_seed(0)
+            nn = torch.nn
+            m = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                              nn.Linear(512, 10))
+            opt = torch.optim.SGD(m.parameters(), lr=0.01)
+            x = torch.randn(512, 256); y = torch.randint(0, 10, (512,))
+            def work():
+                for _ in range(5):
+                    opt.zero_grad()
+                    torch.nn.functional.cross_entropy(m(x), y).backward()
+                    opt.step()
+        else:
+            raise SystemExit("unknown workload " + name)
+    except ImportError as exc:
+        print(json.dumps({"missing": str(exc)}))
+        raise SystemExit(0)
+    import spprof
+    work()
+    t0 = time.process_time()
+    with spprof.Profiler(interval_ms=1, native=True) as p:
+        while time.process_time() - t0 < seconds:
+            work()
+    s = p.profile.stats
+    keys = ("samples_captured", "native_unwinds", "native_stop_reasons", "native_leaf_steps",
+            "native_fp_steps", "capture_ns")
+    print(json.dumps({k: s.get(k) for k in keys}))
+    """
+)
+
+
+def run_one(python: str, name: str, seconds: float) -> dict:
+    r = subprocess.run(
+        [python, "-c", CHILD, name, str(seconds)], capture_output=True, text=True, timeout=600
+    )
+    if r.returncode != 0:
+        return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def merge(runs: list[dict]) -> dict:
+    out: dict = {"native_stop_reasons": {}}
+    for r in runs:
+        for k, v in r.items():
+            if k == "native_stop_reasons":
+                for reason, n in (v or {}).items():
+                    out[k][reason] = out[k].get(reason, 0) + n
+            elif isinstance(v, int):
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+def row(name: str, runs: list[dict]) -> str:
+    bad = [r for r in runs if "missing" in r or "error" in r]
+    if bad:
+        why = bad[0].get("missing") or bad[0].get("error")
+        return (
+            f"| {name} | {'not installed' if 'missing' in bad[0] else 'failed'}: {why} | | | | | |"
+        )
+    m = merge(runs)
+    walks = m.get("native_unwinds", 0)
+    stops = dict(m["native_stop_reasons"])
+    bottom = stops.pop("bottom", 0)
+    share = f"{bottom} ({100.0 * bottom / walks:.1f} %)" if walks else "0"
+    others = (
+        ", ".join(f"{k} {v}" for k, v in sorted(stops.items(), key=lambda kv: -kv[1])) or "none"
+    )
+    samples = m.get("samples_captured", 0)
+    capture = f"{m.get('capture_ns', 0) / samples / 1000:.1f}" if samples else "-"
+    return (
+        f"| {name} | {walks} | {share} | {others} | {m.get('native_leaf_steps', 0)} "
+        f"| {m.get('native_fp_steps', 0)} | {capture} |"
+    )
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--python", default=sys.executable, help="the interpreter with the libraries")
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    args = ap.parse_args(argv)
+    print(f"{args.python}, {args.seconds} s of CPU per round, {args.rounds} round(s), 1 ms")
+    head = "| workload | walks | reached the start | other stops | leaf steps | fp steps |"
+    print(head + " capture us |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for name in args.workloads:
+        runs = [run_one(args.python, name, args.seconds) for _ in range(args.rounds)]
+        print(row(name, runs), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
