@@ -90,8 +90,12 @@ def test_spprof_own_frames_are_hidden_in_windows_and_in_a_session_started_under_
         assert p["weights"].get("f_window", 0) >= 50 * MS, (part, p["weights"])
         ours = [f for f in p["files"] if f.startswith(SPPROF_DIR) or "runpy" in f]
         assert not ours, (part, ours)
-        # The program's frames are the root: its <module>, as under plain `python`.
-        assert p["roots"] == ["<module>"], (part, p["roots"])
+        # The program's frames are the root: its <module>, as under plain `python`. A chain
+        # caught torn (the genexpr in burn() is resumed every iteration; on 3.12 about 1
+        # sample in 300 here) roots at `<truncated>`, never at a runner frame: 4 runs in 20
+        # failed on that before, on f1144aa as on this code.
+        assert "<module>" in p["roots"], (part, p["roots"])
+        assert set(p["roots"]) <= {"<module>", "<truncated>"}, (part, p["roots"])
     collapsed = Path(str(tmp_path / "out.json") + ".collapsed.txt").read_text()
     assert "runpy" not in collapsed and "record.py" not in collapsed and "f_window" in collapsed
 
