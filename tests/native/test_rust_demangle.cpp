@@ -108,19 +108,23 @@ std::string demangled_or_empty(const std::string& s) {
 
 }  // namespace
 
-TEST(rust_demangle_table) {
-    for (const Case& c : kCases) {
+// Each case through `demangle` and through the symbolizer's entry point (which must pick the
+// same reader: for a legacy name, before abi::__cxa_demangle).
+template <size_t N>
+void check_cases(const Case (&cases)[N], bool (*demangle)(const char*, std::string*), bool* spprof_failed_) {
+    for (const Case& c : cases) {
         std::string out;
-        const bool ok = rust_v0_demangle(c.mangled, &out);
+        const bool ok = demangle(c.mangled, &out);
         if (!ok || out != c.demangled) {
             std::fprintf(stderr, "  %s\n    want %s\n    got  %s\n", c.mangled, c.demangled, ok ? out.c_str() : "(false)");
         }
         CHECK(ok);
         CHECK(out == c.demangled);
-        // The symbolizer's entry point gives the same.
         CHECK(demangle_symbol(c.mangled) == c.demangled);
     }
 }
+
+TEST(rust_demangle_table) { check_cases(kCases, &rust_v0_demangle, spprof_failed_); }
 
 // Rust's legacy mangling (stable rustc's default for a crate's own code), from
 // tests/tools/rust_demangle_zoo.rs built with -C symbol-mangling-version=legacy; each checked
@@ -142,16 +146,7 @@ const Case kLegacyCases[] = {
 };
 
 TEST(rust_legacy_demangle_table) {
-    for (const Case& c : kLegacyCases) {
-        std::string out;
-        const bool ok = rust_legacy_demangle(c.mangled, &out);
-        if (!ok || out != c.demangled) {
-            std::fprintf(stderr, "  %s\n    want %s\n    got  %s\n", c.mangled, c.demangled, ok ? out.c_str() : "(false)");
-        }
-        CHECK(ok);
-        CHECK(out == c.demangled);
-        CHECK(demangle_symbol(c.mangled) == c.demangled);  // before abi::__cxa_demangle
-    }
+    check_cases(kLegacyCases, &rust_legacy_demangle, spprof_failed_);
     // C++ names (no hash element, or parameters after the path) are C++'s.
     const char* cxx[] = {"_ZN3foo3barEv", "_ZN3foo3barE", "_ZN3foo17h0123456789abcdefEv", "_ZN17h0123456789abcdefE",
                          "_ZN3foo17h0123456789abcdeE", "_ZN3foo17h0123456789ABCDEFE", "_ZN3foo", "_ZN05abcdeE"};
