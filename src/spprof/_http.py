@@ -114,6 +114,9 @@ class Server:
     accept_thread: Optional[threading.Thread] = None
     handlers: set[threading.Thread] = field(default_factory=set)  # started, not joined yet
     done: set[threading.Thread] = field(default_factory=set)  # of those, the ones ending now
+    # Of those, the ones whose answer is made and being sent: the client may have it already
+    # (and fork) while the thread has yet to close the connection and end.
+    replying: set[threading.Thread] = field(default_factory=set)
     conns: set[socket.socket] = field(default_factory=set)  # being served (a fork's child closes)
     handlers_lock: threading.Lock = field(default_factory=threading.Lock)
     stats: dict[str, int] = field(
@@ -187,6 +190,8 @@ class Server:
             conn.settimeout(REQUEST_TIMEOUT_S)
             with conn:
                 status, ctype, body = self._respond(_read_request_line(conn))
+                with self.handlers_lock:
+                    self.replying.add(threading.current_thread())
                 _reply(conn, status, ctype, body)
         except OSError as exc:  # the client left or timed out: nothing to tell it
             _debug.debug(f"http: request dropped: {exc}")
@@ -229,16 +234,21 @@ class Server:
         self.stats["http_profiles"] += 1
         return 200, "application/octet-stream", data
 
-    def _reap(self) -> None:
-        """Join the request threads that have answered (they end within microseconds): a
-        fork right after a request must not find them alive, nor may they pile up."""
+    def _reap(self, replying: bool = False) -> None:
+        """Join the request threads that have ended their request (they end within
+        microseconds), so that they do not pile up; with `replying` (before a fork) also those
+        sending their answer: the client may have read it and forked before the thread closed
+        the connection, and a fork must not find it alive (CPython 3.12+'s multi-threaded
+        warning; 1 CI run in ~40 before). A request still in its window goes on."""
         with self.handlers_lock:
-            ending = list(self.done)
+            ending = list(self.done | self.replying) if replying else list(self.done)
         for t in ending:
             _join(t, JOIN_TIMEOUT_S)
         with self.handlers_lock:
-            self.done.difference_update(ending)
-            self.handlers.difference_update(ending)
+            gone = [t for t in ending if not t.is_alive()]
+            self.done.difference_update(gone)
+            self.replying.difference_update(gone)
+            self.handlers.difference_update(gone)
 
     def _stop_accepting(self) -> None:
         """Wake the accept thread (a connection to ourselves: close() or shutdown() on a
@@ -394,7 +404,7 @@ def _before_fork() -> None:
     goes on (its thread is the one CPython's fork warning may then count)."""
     if _server is not None:
         _server._stop_accepting()
-        _server._reap()
+        _server._reap(replying=True)
 
 
 def restart_after_fork() -> None:
