@@ -520,19 +520,14 @@ CfiResult run_cfi(const Fde& fde, uint64_t pc, CfiRow* row) {
     return CfiResult::kOk;
 }
 
-namespace {
-
-// Reads `size` bytes (1-8, little-endian, zero-extended) at `addr` when they lie inside the
-// thread's stack window; nothing else is ever read.
-SPPROF_NO_SANITIZE_ADDRESS bool read_window(const StackWindow& w, uint64_t addr, uint32_t size, uint64_t* out) {
+SPPROF_NO_SANITIZE_ADDRESS bool read_stack_window(const StackWindow& w, uint64_t addr, uint32_t size,
+                                                  uint64_t* out) {
     if (size == 0 || size > 8 || w.hi <= w.lo || addr < w.lo || addr > w.hi || size > w.hi - addr) return false;
     uint64_t v = 0;
     std::memcpy(&v, reinterpret_cast<const void*>(static_cast<uintptr_t>(addr)), size);
     *out = v;
     return true;
 }
-
-}  // namespace
 
 CfiResult eval_cfa_expression(const uint8_t* expr, uint32_t len, const uint64_t* regs,
                               uint64_t valid, uint64_t* out) {
@@ -578,7 +573,7 @@ CfiResult eval_cfi_expression(const uint8_t* expr, uint32_t len, const uint64_t*
                 const uint32_t size = op == 0x06 ? 8u : r.u8();
                 if (!r.ok) return CfiResult::kOutOfRange;
                 SPPROF_NEED(1);
-                if (!read_window(stack, st[n - 1], size, &st[n - 1])) return CfiResult::kUnsupported;
+                if (!read_stack_window(stack, st[n - 1], size, &st[n - 1])) return CfiResult::kUnsupported;
                 break;
             }
             case 0x15: {  // pick i

@@ -154,6 +154,10 @@ struct StackWindow {
     uintptr_t hi = 0;
 };
 
+// Reads `size` bytes (1-8, little-endian, zero-extended) at `addr` when they lie inside `w`;
+// nothing else is ever read. The one stack read of the expression evaluator and the unwinder.
+bool read_stack_window(const StackWindow& w, uint64_t addr, uint32_t size, uint64_t* out);
+
 // Evaluate a DWARF expression of call-frame information over the register file `regs`
 // (kCfiRegs entries; bit n of `valid` says regs[n] is known): breg/bregx, literals and
 // constants, plus/minus/and/or/xor/shl/shr/shra/mul/div/mod/abs/ge/gt/le/lt/eq/ne/plus_uconst/

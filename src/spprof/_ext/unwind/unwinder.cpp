@@ -56,9 +56,7 @@ struct RegFile {
 };
 
 bool read_stack_word(uintptr_t addr, uintptr_t lo, uintptr_t hi, uint64_t* out) {
-    if (addr < lo || hi < 8 || addr > hi - 8) return false;
-    std::memcpy(out, reinterpret_cast<const void*>(addr), 8);
-    return true;
+    return read_stack_window(StackWindow{lo, hi}, addr, 8, out);
 }
 
 // Reads `n` bytes of code at `addr` when [addr, addr + n) lies in one module's executable
