@@ -26,7 +26,7 @@ LEAF_ITEMS = 200
 def leaf_gen(items: int) -> Iterator[int]:
     for k in range(items):
         total = 0
-        for i in range(30):
+        for i in range(300):
             total += (i * k) & 7
         yield total
 
