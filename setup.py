@@ -21,6 +21,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 EXT_DIR = Path("src") / "spprof" / "_ext"
@@ -136,6 +137,17 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+# Beside the package in site-packages: the start-up hook of --subprocesses (one environment
+# lookup per Python start; src/spprof/_subprocess_hook.py).
+PTH = Path("src") / "pth" / "spprof-subprocesses.pth"
+
+
+class BuildPy(build_py):
+    def run(self) -> None:
+        super().run()
+        self.copy_file(str(PTH), os.path.join(self.build_lib, PTH.name))
+
+
 setup(
     long_description=_long_description(),
     long_description_content_type="text/markdown",
@@ -154,5 +166,5 @@ setup(
             language="c++",
         )
     ],
-    cmdclass={"build_ext": BuildExt},
+    cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
 )

@@ -494,7 +494,6 @@ def test_version_and_help_list_the_choices():
     "args, message",
     [
         (["-o", "profile.xyz", TARGET], "cannot tell the output format from the name"),
-        (["--subprocesses", TARGET], "--subprocesses is not supported yet"),
         (["-r", "0", TARGET], "rate must be a number of samples per second (1-1000)"),
         (["-r", "5000", TARGET], "rate must be"),
         (["-i", "5", "-r", "100", TARGET], "not allowed with argument"),

@@ -117,7 +117,7 @@ def test_line_magic_runs_the_statement_exactly_as_typed():
 def test_bad_options_are_a_usage_error_and_nothing_runs():
     out = _run(
         """
-        res = [run("%spprof --mode gpu print('RAN')"), run("%spprof --subprocesses 1"),
+        res = [run("%spprof --mode gpu print('RAN')"), run("%spprof --top 0 1"),
                run("%spprof -q")]
         print(json.dumps(res))
         """
@@ -125,7 +125,7 @@ def test_bad_options_are_a_usage_error_and_nothing_runs():
     gpu, sub, empty = out
     assert not gpu["ok"] and "invalid choice: 'gpu'" in gpu["stderr"]
     assert "RAN" not in gpu["stdout"]
-    assert not sub["ok"] and "not supported yet" in sub["stderr"]
+    assert not sub["ok"] and "--top must be at least 1" in sub["stderr"]
     assert not empty["ok"] and "nothing to profile" in empty["stderr"]
     assert gpu["html"] == sub["html"] == empty["html"] == []
 

@@ -36,6 +36,7 @@ class ValidConfig:
     max_overhead_pct: Optional[float]
     async_tasks: bool = False
     http: Optional[HttpAddress] = None  # the pprof endpoint (_http.py), None: none
+    subprocesses: bool = False  # child processes profiled too (_subprocesses.py)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class SessionConfig:
     async_tasks: object = False
     http: object = None
     http_allow_remote: object = False
+    subprocesses: object = False
 
     def validate(self, names: Mapping[str, str] = {}) -> ValidConfig:
         """Check every argument; raise ValueError (OSError: output path) naming the first bad one.
@@ -90,6 +92,10 @@ class SessionConfig:
             raise ValueError(
                 f"{name('async_tasks')} must be True or False, got {self.async_tasks!r}"
             )
+        if not isinstance(self.subprocesses, bool):
+            raise ValueError(
+                f"{name('subprocesses')} must be True or False, got {self.subprocesses!r}"
+            )
         path = check_writable(self.output_path) if self.output_path is not None else None
         fmt = check_format(self.output_format) if self.output_format is not None else None
         if fmt is None:
@@ -121,6 +127,7 @@ class SessionConfig:
             max_overhead_pct=overhead_pct,
             async_tasks=self.async_tasks,
             http=http,
+            subprocesses=self.subprocesses,
         )
 
 

@@ -88,6 +88,7 @@ class ThreadInfo:
     left_out: int = 0
     native_only: bool = False  # found without a Python thread state (OpenMP, OpenBLAS, C)
     signal_blocked: bool = False  # blocks the sampling signal: not sampled, CPU time reported
+    pid: int = 0  # its process when --subprocesses merged several (0: the profile's own)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class ThreadRecord:
     ended_ns: int  # 0: still running at stop
     native_only: bool = False  # found without a Python thread state; identified by native_id
     signal_blocked: bool = False  # blocks the sampling signal: left alone, CPU time reported
+    pid: int = 0  # its process, set when --subprocesses merged several (0: the profile's own)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ThreadRecord:
@@ -121,6 +123,7 @@ class ThreadRecord:
             ended_ns=int(d["ended_ns"]),
             native_only=bool(d.get("native_only", False)),
             signal_blocked=bool(d.get("signal_blocked", False)),
+            pid=int(d.get("pid", 0)),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -205,6 +208,16 @@ class ProfileData:
         """(timestamp_ns, weight_ns, stack_id, thread_serial, flags) for every sample, in order."""
         for ts, weight, stack, tf in ROW.iter_unpack(self.rows):
             yield ts, weight, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS
+
+    def process_of(self, t: ThreadRecord) -> tuple[int, str]:
+        """A thread's process: (pid, "COMMAND LINE (pid N)"), from metadata["processes"]
+        when --subprocesses merged several, else the session's own."""
+        own = int(self.metadata.get("pid") or 0)
+        pid = t.pid or own
+        for p in self.metadata.get("processes") or ():
+            if p.get("pid") == pid and p.get("argv"):
+                return pid, f"{' '.join(str(a) for a in p['argv'])} (pid {pid})"
+        return pid, f"{self.metadata.get('name') or 'python'} (pid {pid})"
 
     @property
     def sample_count(self) -> int:
@@ -301,6 +314,7 @@ class ProfileData:
                     "ended": t.ended_ns != 0,
                     "native_only": t.native_only,
                     "signal_blocked": t.signal_blocked,
+                    "pid": t.pid,
                 }
             else:  # one OS thread whose Python thread state was recreated (C callbacks)
                 m["cpu_ns"] = max(m["cpu_ns"], t.cpu_ns)
@@ -322,6 +336,7 @@ class ProfileData:
                 left_out=v["c"][5],
                 native_only=v["native_only"],
                 signal_blocked=v["signal_blocked"],
+                pid=v["pid"],
             )
             for k, v in merged.items()
         ]

@@ -29,6 +29,7 @@ from . import (
     _mypyc_names,
     _runner_frames,
     _stderr,
+    _subprocesses,
     _windows,
 )
 from ._config import SessionConfig, ValidConfig
@@ -55,6 +56,9 @@ _in_exit_signal = 0
 # next stop() puts it in front of the new session's samples.
 _before_exec: Optional[tuple[Profile, ValidConfig]] = None
 _carried: Optional[Profile] = None
+# The running session is this process's part of a --subprocesses family (_subprocesses.py),
+# started by spprof, not by the program: a session the program starts takes its place.
+_family_child = False
 # Held for a whole stop() (stop and write), by whichever thread stops: the exit-signal runner,
 # the main thread at interpreter exit, the program. The runner must not end the process while
 # another thread writes, nor may interpreter exit go on while the runner writes (a thread
@@ -175,6 +179,7 @@ def start(
     async_tasks: bool = False,
     http: Optional[str] = None,
     http_allow_remote: bool = False,
+    subprocesses: bool = False,
 ) -> None:
     """Start sampling every Python thread of this process.
 
@@ -194,6 +199,9 @@ def start(
     http: "HOST:PORT" (port 0: any free one) to serve /debug/pprof/profile?seconds=N, a pprof
     window on this session (docs/usage.md "pprof endpoint"); loopback only unless
     http_allow_remote. The bound address: http_address().
+    subprocesses: profile child processes too (forked, spawned, run with subprocess), each
+    with these settings; stop() merges them, each thread named with its process
+    (docs/usage.md, "Child processes").
     """
     cfg = SessionConfig(
         interval_ms=interval_ms,
@@ -208,6 +216,7 @@ def start(
         async_tasks=async_tasks,
         http=http,
         http_allow_remote=http_allow_remote,
+        subprocesses=subprocesses,
     ).validate()
     start_checked(cfg, progress=progress)
 
@@ -215,6 +224,11 @@ def start(
 def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
     """start() with arguments SessionConfig.validate() has checked (the CLI checks them first)."""
     global _active, _children_start, _generation
+    if _family_child and _active is not None and _ext.is_active():
+        # The program profiles itself in a child of a --subprocesses family: its session
+        # wins; the family's part so far is written for the root.
+        _debug.debug("--subprocesses: the program starts its own session; the family's ends")
+        stop()
     with _lock:
         if _active is not None or _ext.is_active():
             raise RuntimeError("spprof is already profiling; call spprof.stop() first")
@@ -240,6 +254,8 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
         _active = cfg
         _generation += 1
         _children_start = _children.mark()
+        if cfg.subprocesses and not _subprocesses.in_child():
+            _subprocesses.begin(cfg)
     if listener is not None:
         _http.serve(listener, _http_window)
     if cfg.output_path is not None:
@@ -273,7 +289,7 @@ def _tidy(profile: Profile) -> Profile:
 
 
 def _stop_and_write() -> Profile:
-    global _active
+    global _active, _family_child
     # The endpoint first: a request in a window gets the window up to now, then its threads
     # are joined and its socket closed, before the session's samples are taken.
     http_stats = _http.shutdown()
@@ -286,6 +302,7 @@ def _stop_and_write() -> Profile:
             raw = _ext.stop()
         finally:
             _active = None
+    family_child, _family_child = _family_child, False
     global _carried
     profile = _tidy(Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg)))
     if _children_start is not None:
@@ -293,11 +310,20 @@ def _stop_and_write() -> Profile:
     profile.stats.update(http_stats)
     if _carried is not None:  # the part before an exec that failed
         profile, _carried = _exit_calls.join(_carried, profile), None
+    if cfg.subprocesses:  # the root merges its children (a child leaves its own to the root)
+        profile = _subprocesses.end(profile)
     _debug.debug(
         f"stopped: {profile.sample_count} samples, {profile.dropped_count} dropped, "
         f"{len(profile.thread_table)} threads"
     )
-    if cfg.output_path is not None:
+    if family_child:
+        # Nothing of a child's is the program's: no rescue file, no message (the root, gone
+        # already, may have removed the directory).
+        try:
+            write(profile, cfg.output_path or "", "spprof")
+        except OSError as exc:
+            _debug.debug(f"--subprocesses: this child's profile is lost: {exc}")
+    elif cfg.output_path is not None:
         write(profile, cfg.output_path, cfg.output_format, rescue=True)
         _debug.debug(f"wrote {cfg.output_format} profile to {cfg.output_path}")
     return profile
@@ -449,6 +475,8 @@ def _metadata(cfg: ValidConfig) -> dict[str, Any]:
         "platform": sys.platform,
         "machine": platform.machine(),
         "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "cwd": _START_CWD,  # relative code file names are relative to it
         "argv": list(sys.argv),
         "name": " ".join(sys.argv) or "spprof profile",
         "mode": cfg.mode,
@@ -630,8 +658,15 @@ def _stop_at_exit() -> None:
 
 
 def _after_fork_child() -> None:
-    """The child of a fork runs unprofiled: timers are not inherited, the handler is reset."""
+    """The child of a fork runs unprofiled (timers are not inherited, the handler is reset),
+    unless the session profiles its subprocesses: then the child starts a session of its own."""
     global _active, _carried, _before_exec, _covers_exit_calls, _watches_exit_signals
+    global _family_child
+    cfg = _active if _active is not None and _active.subprocesses else None
+    # A family member without a session of its own (multiprocessing's forkserver) still
+    # starts one in the children it forks, with the family's settings.
+    family = cfg is not None or (_active is None and _subprocesses.in_child())
+    _family_child = False
     if _active is not None:
         _ext.after_fork_child()
         _remove_thread_hook()
@@ -643,6 +678,26 @@ def _after_fork_child() -> None:
     if _watches_exit_signals:  # the watcher thread was not copied: only forget the handler
         _watches_exit_signals = False
         _ext._unwatch_exit_signals()
+    if family:
+        try:
+            start_family_child(cfg)
+        except Exception as exc:  # the child runs unprofiled, as without --subprocesses
+            _debug.debug(f"--subprocesses: the forked child is not profiled: {exc!r}")
+
+
+def start_family_child(cfg: Optional[ValidConfig] = None) -> None:
+    """Profile this process as a child of its --subprocesses family: forked (`cfg`: the
+    parent's settings) or a new interpreter (the family's, from the environment)."""
+    global _family_child
+    child = _subprocesses.child_config(cfg)
+    if child is None:
+        return
+    # A runner's covers the parent had (the CLI's) are the parent's: the child's session
+    # covers its own exits.
+    _exit_calls.disable()
+    _ext._unwatch_exit_signals()
+    start_checked(child)
+    _family_child = True
 
 
 def _before_fork() -> None:

@@ -122,7 +122,7 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--subprocesses",
         action="store_true",
-        help="profile child processes too (py-spy's name; not supported yet: refused)",
+        help="profile child processes too (forked, multiprocessing, subprocess): one output",
     )
     p.add_argument(
         "--top", type=int, default=10, metavar="N", help="functions in the summary (default 10)"
@@ -161,11 +161,6 @@ def interval_ms(opts: argparse.Namespace) -> float:
 
 def check_session_options(opts: argparse.Namespace) -> None:
     """What the parser cannot say alone: raise CliError for an option spprof refuses."""
-    if opts.subprocesses:
-        raise CliError(
-            "--subprocesses is not supported yet: spprof profiles the process it starts, "
-            "not its children (profile a child with its own `spprof` command line)"
-        )
     if opts.top < 1:
         raise CliError(f"--top must be at least 1, got {opts.top}")
 
@@ -213,6 +208,7 @@ def session_config(opts: argparse.Namespace, fmt: str) -> Any:
         async_tasks=opts.async_tasks,
         http=getattr(opts, "http", None),
         http_allow_remote=getattr(opts, "http_allow_remote", False),
+        subprocesses=bool(getattr(opts, "subprocesses", False)),
     ).validate(names={"max_overhead_pct": "--max-overhead", "http": "--http"})
 
 
@@ -388,6 +384,7 @@ class _Recording:
         self._shown_as = shown_as  # the output path as the user gave it
         self._fmt = fmt
         self._cfg = cfg
+        self._pid = os.getpid()  # a forked child's profile is its own (--subprocesses), not ours
         self._lock = threading.Lock()
         self._done = False
         self._write_failed = False
@@ -409,7 +406,7 @@ class _Recording:
     def finish(self) -> bool:
         """Write the profile (if not done yet); False when writing it failed."""
         with self._lock:
-            if not self._done:
+            if not self._done and os.getpid() == self._pid:
                 self._done = True
                 self._write_failed = not self._write()
             return not self._write_failed

@@ -97,7 +97,6 @@ class _Track:
 
 def render(profile: ProfileData) -> bytes:
     meta = profile.metadata
-    pid = int(meta.get("pid") or 1)
     half_interval = int(profile.interval_ms * 1_000_000) // 2
 
     per_thread: dict[int, list[tuple[int, int, int]]] = {}
@@ -105,14 +104,19 @@ def render(profile: ProfileData) -> bytes:
         per_thread.setdefault(serial, []).append((ts, weight, stack))
 
     threads = profile.thread_table
-    process = f"{meta.get('name', 'python')} (pid {pid})"
-    events: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}},
-    ]
+    events: list[dict[str, Any]] = []
+    named: set[int] = set()  # processes: the session's, and its children (--subprocesses)
     tracks: dict[int, _Track] = {}
     for serial in sorted(per_thread, key=lambda s: (threads[s].registered_ns, s)):
         t = threads[serial]
         tid = t.native_id
+        pid, process = profile.process_of(t)
+        pid = pid or 1
+        if pid not in named:
+            named.add(pid)
+            events.append(
+                {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}}
+            )
         if tid not in tracks:  # a thread whose Python state was recreated keeps one track
             tracks[tid] = _Track(profile, pid, tid)
             for name, args in (

@@ -254,10 +254,8 @@ def render(profile: ProfileData) -> bytes:
         rows[serial_key[serial]].append((ts, weight, stack, flags))
 
     threads: list[dict[str, Any]] = []
-    pid = str(meta.get("pid") or 0)
-    process = str(meta.get("name") or "python")
     marker_names = [strings(m[0]) for m in MARKERS]
-    main_index = 0
+    main_index = -1
     for key in sorted(keys, key=lambda k: min(records[s].registered_ns for s in keys[k])):
         recs = [records[s] for s in keys[key]]
         th = _Thread(profile, strings)
@@ -293,21 +291,23 @@ def render(profile: ProfileData) -> bytes:
                     marker_names[m], schema, cat, _ms(run[0] - t0), _ms(run[1] - t0), int(run[2])
                 )
         name = recs[0].name
-        if name == "MainThread":
+        pid, process = profile.process_of(recs[0])
+        main = name == "MainThread" or name == f"MainThread (pid {pid})"  # (--subprocesses)
+        if main and main_index < 0:  # the first process's: the session's own
             main_index = len(threads)
         ended = [r.ended_ns for r in recs]
         threads.append(
             {
                 "name": name,
-                "isMainThread": name == "MainThread",
+                "isMainThread": main,
                 "processType": "default",
-                "processName": process,
+                "processName": process.rsplit(" (pid ", 1)[0],
                 "processStartupTime": 0,
                 "processShutdownTime": None,
                 "registerTime": max(0.0, _ms(min(r.registered_ns for r in recs) - t0)),
                 "unregisterTime": _ms(max(ended) - t0) if all(ended) else None,
                 "pausedRanges": [],
-                "pid": pid,
+                "pid": str(pid),
                 "tid": key[1],
                 **th.tables(),
             }
@@ -334,7 +334,7 @@ def render(profile: ProfileData) -> bytes:
             "abi": str(meta.get("machine", "")),
             "misc": f"Python {meta.get('python', '?')}, {profile.mode} mode",
             "arguments": " ".join(str(a) for a in meta.get("argv", [])),
-            "initialSelectedThreads": [main_index] if threads else [],
+            "initialSelectedThreads": [max(0, main_index)] if threads else [],
             "keepProfileThreadOrder": True,
         },
         "libs": [],

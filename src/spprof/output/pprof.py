@@ -150,9 +150,11 @@ def render(profile: ProfileData) -> bytes:
             t = threads[serial]
             name = field_varint(LABEL_KEY, key_name) + field_varint(LABEL_STR, strings(t.name))
             tid = field_varint(LABEL_KEY, key_id) + field_varint(LABEL_NUM, t.native_id)
-            label = labels[serial] = (
-                field_bytes(S_LABEL, name) + field_bytes(S_LABEL, tid) + window_labels
-            )
+            label = field_bytes(S_LABEL, name) + field_bytes(S_LABEL, tid)
+            if t.pid:  # --subprocesses: which process
+                pid = field_varint(LABEL_KEY, strings("pid")) + field_varint(LABEL_NUM, t.pid)
+                label += field_bytes(S_LABEL, pid)
+            label = labels[serial] = label + window_labels
         out.append(
             field_bytes(
                 P_SAMPLE,

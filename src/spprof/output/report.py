@@ -72,7 +72,8 @@ def effective_rate(profile: ProfileData) -> Optional[float]:
     signals = profile.stats.get("signals")
     if not signals:
         return None
-    cpu_ns = sum(t.cpu_ns for t in profile.threads)
+    own = int(profile.metadata.get("pid") or 0)  # the session's process, not its children
+    cpu_ns = sum(t.cpu_ns for t in profile.threads if t.pid in (0, own))
     cpu_ns += profile.stats.get("threads_unsampled_cpu_ns") or 0
     if cpu_ns < _RATE_MIN_CPU_NS:
         return None
@@ -289,24 +290,53 @@ def _thread_coverage_lines(profile: ProfileData) -> list[str]:
     balance = cpu_balance_line(profile.stats)
     if balance is not None:
         lines.append(balance)
-    children = children_line(profile.stats)
+    children = children_line(profile.stats, profile.metadata)
     if children is not None:
         lines.append(children)
     return lines
 
 
-def children_line(stats: Mapping[str, Any]) -> Optional[str]:
-    """Child processes' CPU time over the session, which is not in this profile (spprof
-    samples its own process); None when there was none (or an older file)."""
+def children_line(stats: Mapping[str, Any], metadata: Mapping[str, Any]) -> Optional[str]:
+    """Child processes' CPU time over the session: in this profile (--subprocesses) or not
+    (spprof samples its own process); None when there was none (or an older file)."""
     cpu = int(stats.get("children_cpu_ns") or 0)
     forked = int(stats.get("children_forked") or 0)
+    if "subprocesses_profiled" in stats:
+        return _subprocesses_line(stats, metadata, cpu)
     if cpu < 5_000_000 and forked == 0:
         return None  # a `uname` child: not worth a line
     count = f"{forked} forked, " if forked else ""
     return (
         f"  child processes: {count}{_seconds(cpu)} CPU (those that ended), not in this profile:"
-        " spprof samples only the process it runs in"
+        " spprof samples only the process it runs in (--subprocesses adds them)"
     )
+
+
+def _pids(pids: Any) -> str:
+    shown = ", ".join(str(p) for p in list(pids)[:5])
+    return shown + (f" and {len(pids) - 5} more" if len(pids) > 5 else "")
+
+
+def _subprocesses_line(stats: Mapping[str, Any], metadata: Mapping[str, Any], cpu: int) -> str:
+    profiled = int(stats.get("subprocesses_profiled") or 0)
+    in_profile = int(stats.get("subprocesses_cpu_ns") or 0)
+    parts = [f"{profiled} profiled ({_seconds(in_profile)} CPU, in this profile)"]
+    running = list(metadata.get("subprocesses_running") or [])
+    if running:
+        parts.append(
+            f"{len(running)} still running (pid {_pids(running)}): not in this profile, "
+            f"each writes PID.spprof into {metadata.get('subprocesses_dir', '?')} as it ends"
+        )
+    lost = list(metadata.get("subprocesses_lost") or [])
+    if lost:
+        parts.append(f"{len(lost)} ended without a profile (pid {_pids(lost)}: killed?)")
+    rest = cpu - in_profile
+    if rest >= 5_000_000:
+        parts.append(
+            f"{_seconds(rest)} CPU of ended children not sampled (their start-up before "
+            "spprof, or children that run no Python)"
+        )
+    return "  child processes: " + "; ".join(parts)
 
 
 def _written(lines: list[str], output: str, fmt: str) -> None:

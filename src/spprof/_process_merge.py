@@ -1,0 +1,113 @@
+"""Several processes' profiles as one: the session's own and its children's (--subprocesses).
+
+Frames and stacks are interned across processes (forked workers run the same code, so their
+tables are mostly the parent's), rows are renumbered, and every thread record carries its
+process id; each thread's name says its process, so every format (which names threads, not
+processes) shows which process a thread was in. metadata["processes"] lists the processes,
+the session's own first: pid, parent, command line, samples and CPU time.
+
+The session's own counters stay its own (the CPU balance is of its process); each child's
+are in its entry of metadata["processes"], and the samples they dropped add to
+dropped_count, so a limit hit in a child is reported with the rest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from ._model import Frame, ProfileData, ThreadRecord
+from ._rows import ROW, SERIAL_MASK
+from ._stats import CpuBalance
+
+P = TypeVar("P", bound=ProfileData)
+
+
+def process_entry(profile: ProfileData) -> dict[str, Any]:
+    """What metadata["processes"] says of one process's profile."""
+    meta = profile.metadata
+    balance = CpuBalance.from_stats(profile.stats)
+    argv = meta.get("argv") or []
+    return {
+        "pid": int(meta.get("pid") or 0),
+        "ppid": int(meta.get("ppid") or 0),
+        "argv": [str(a) for a in argv],
+        "start_ns": profile.start_ns,
+        "duration_ns": profile.duration_ns,
+        "samples": profile.sample_count,
+        "dropped": profile.dropped_count,
+        "cpu_ns": balance.process_ns if balance is not None else None,
+    }
+
+
+def thread_label(name: str, pid: int) -> str:
+    return f"{name} (pid {pid})"
+
+
+def _absolute(f: Frame, cwd: str) -> Frame:
+    """A script run as `python x.py` has code named `x.py`, the same script started by a
+    multiprocessing spawn `/abs/x.py`: one name, so that one function is one row."""
+    name = f.filename
+    if not cwd or f.is_native or not name or name.startswith("<") or os.path.isabs(name):
+        return f
+    return replace(f, filename=os.path.normpath(os.path.join(cwd, name)))
+
+
+def merge(own: P, children: Sequence[ProfileData]) -> P:
+    """`own` with `children`'s samples added, each thread named with its process (also with
+    no child: a --subprocesses profile names processes whatever ran)."""
+    frames: list[Frame] = []
+    frame_ids: dict[Frame, int] = {}
+    stacks: list[tuple[int, ...]] = []
+    stack_ids: dict[tuple[int, ...], int] = {}
+    threads: list[ThreadRecord] = []
+    packed: list[tuple[int, int, int, int]] = []
+    parts: list[ProfileData] = [own, *children]
+    start = min(p.start_ns for p in parts)
+    end = max(p.start_ns + p.duration_ns for p in parts)
+    for part in parts:
+        fmap = []
+        cwd = str(part.metadata.get("cwd") or "")
+        for f in part.frame_table:
+            f = _absolute(f, cwd)
+            fid = frame_ids.get(f)
+            if fid is None:
+                fid = frame_ids[f] = len(frames)
+                frames.append(f)
+            fmap.append(fid)
+        smap = []
+        for s in part.stacks:
+            key = tuple(fmap[i] for i in s)
+            sid = stack_ids.get(key)
+            if sid is None:
+                sid = stack_ids[key] = len(stacks)
+                stacks.append(key)
+            smap.append(sid)
+        pid = int(part.metadata.get("pid") or 0)
+        base = len(threads)
+        for t in part.thread_table:
+            threads.append(
+                replace(t, serial=base + t.serial, pid=pid, name=thread_label(t.name, pid))
+            )
+        for ts, weight, stack, tf in ROW.iter_unpack(part.rows):
+            serial = (tf & SERIAL_MASK) + base
+            packed.append((ts, weight, smap[stack], serial | (tf & ~SERIAL_MASK)))
+    packed.sort(key=lambda row: row[0])  # one timeline: writers read rows in time order
+    rows = b"".join(ROW.pack(*row) for row in packed)
+    metadata = dict(own.metadata)
+    metadata["processes"] = [process_entry(p) for p in parts]
+    return type(own)(
+        interval_ms=own.interval_ms,
+        mode=own.mode,
+        duration_ns=end - start,
+        start_ns=start,
+        frame_table=frames,
+        stacks=stacks,
+        rows=rows,
+        thread_table=threads,
+        dropped_count=own.dropped_count + sum(c.dropped_count for c in children),
+        stats=dict(own.stats),
+        metadata=metadata,
+    )

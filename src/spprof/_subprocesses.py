@@ -1,0 +1,223 @@
+"""Child processes profiled with the session (--subprocesses, start(subprocesses=True)).
+
+The session that asks for it is the family's root. It makes a private directory and names
+it, with its settings, in the environment variable SPPROF_SUBPROCESSES, which every child
+inherits:
+
+- a forked child (os.fork, multiprocessing's fork and forkserver workers, pre-fork servers'
+  workers) starts a session of its own in spprof's after-fork hook (_session.py);
+- a new Python process (subprocess, multiprocessing's spawn, a program that runs itself
+  again) starts one at interpreter start-up, from the `spprof-subprocesses.pth` file that
+  the package installs into site-packages (_subprocess_hook.py). The file costs one
+  environment lookup in a Python that runs without the variable.
+
+A child's session writes `PID.spprof` into the directory when it ends (normal exit,
+os._exit, exec, exit signals: the session's usual exits), after marking itself
+`PID.running` there (a directory: no descriptor is opened in the program). multiprocessing's
+helpers mark themselves `PID.helper` and take no profile (_subprocess_hook.py). When the
+root stops, it merges every finished child into its own profile (_process_merge.py) and
+deletes their files. A child that died without writing (SIGKILL) is counted and named. So is
+one still running: marked, or (Linux) a child of the root's that runs this Python and has
+not marked itself yet (still starting); the directory then stays, for it to write into.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Optional, TypeVar
+
+from . import _debug
+from ._config import ValidConfig
+from ._model import ProfileData
+
+P = TypeVar("P", bound=ProfileData)
+
+ENV = "SPPROF_SUBPROCESSES"
+_RUNNING = ".running"
+_HELPER = ".helper"
+_WRITTEN = ".spprof"
+
+# The settings a child takes from the root (its output and endpoint are its own).
+_INHERITED = (
+    "interval_ms",
+    "mode",
+    "native",
+    "memory_limit_mb",
+    "timer",
+    "interpreter_frames",
+    "max_overhead_pct",
+    "async_tasks",
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    directory: str
+    root_pid: int
+    settings: dict[str, Any]
+
+    @property
+    def is_root(self) -> bool:
+        return os.getpid() == self.root_pid
+
+
+_family: Optional[Family] = None
+
+
+def begin(cfg: ValidConfig) -> None:
+    """The root's start: the directory, and the variable that hands it to children."""
+    global _family
+    directory = tempfile.mkdtemp(prefix="spprof-subprocesses-")
+    settings = {k: v for k, v in asdict(cfg).items() if k in _INHERITED}
+    _family = Family(directory, os.getpid(), settings)
+    os.environ[ENV] = json.dumps({"dir": directory, "root": _family.root_pid, "settings": settings})
+    _debug.debug(f"--subprocesses: children write into {directory}")
+
+
+def from_environment() -> Optional[Family]:
+    """The family a new Python process belongs to, from its environment (None: none)."""
+    global _family
+    text = os.environ.get(ENV)
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        family = Family(str(raw["dir"]), int(raw["root"]), dict(raw["settings"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+    if family.is_root or not os.path.isdir(family.directory):
+        return None  # the root after an exec, or a family that has ended
+    _family = family
+    return family
+
+
+def child_config(cfg: Optional[ValidConfig] = None) -> Optional[ValidConfig]:
+    """This child's session settings (the family's, writing PID.spprof into its directory),
+    marked as running; None when this process is in no family or the directory is gone."""
+    family = _family
+    if family is None or family.is_root:
+        return None
+    pid = os.getpid()
+    base = Path(family.directory)
+    try:
+        os.mkdir(base / f"{pid}{_RUNNING}")
+    except FileExistsError:  # a pid used again: the mark is this process's now
+        pass
+    except OSError as exc:  # the root has stopped and removed the directory
+        _debug.debug(f"--subprocesses: not profiled, {exc}")
+        return None
+    out = base / f"{pid}{_WRITTEN}"
+    if cfg is not None:
+        return replace(cfg, output_path=out, output_format="spprof", http=None)
+    return ValidConfig(
+        **family.settings,
+        output_path=out,
+        output_format="spprof",
+        http=None,
+        subprocesses=True,
+    )
+
+
+def mark_helper() -> None:
+    """This process is one of multiprocessing's helpers: the root waits for no profile of it."""
+    if _family is not None:
+        with contextlib.suppress(OSError):
+            os.mkdir(Path(_family.directory) / f"{os.getpid()}{_HELPER}")
+
+
+def in_child() -> bool:
+    """Whether this process is a profiled child (its writes are its own, never the root's)."""
+    return _family is not None and not _family.is_root
+
+
+def end(own: P) -> P:
+    """The root's stop: `own` with the finished children merged, their files removed."""
+    global _family
+    family = _family
+    if family is None or not family.is_root:
+        return own
+    _family = None
+    if os.environ.get(ENV, "").find(family.directory) >= 0:
+        del os.environ[ENV]
+    from ._load import ProfileFormatError, load
+    from ._process_merge import merge
+
+    base = Path(family.directory)
+    children: list[ProfileData] = []  # loaded as Profile
+    unreadable: list[int] = []
+    unfinished: list[int] = []
+    # Every child that marked itself or wrote, before any mark is removed below.
+    known = {int(m.name.split(".")[0]) for m in base.iterdir() if m.name[:1].isdigit()}
+    for mark in sorted(base.glob(f"*{_RUNNING}")):
+        pid = int(mark.name[: -len(_RUNNING)])
+        written = base / f"{pid}{_WRITTEN}"
+        if written.is_file():
+            try:
+                children.append(load(written))
+            except (ProfileFormatError, OSError) as exc:
+                _debug.debug(f"--subprocesses: {exc}")
+                unreadable.append(pid)
+            written.unlink(missing_ok=True)
+            mark.rmdir()
+        elif _alive(pid):
+            unfinished.append(pid)
+        else:
+            unreadable.append(pid)  # ended without writing: SIGKILL, a crash
+            mark.rmdir()
+    unfinished += [pid for pid in _python_children() if pid not in known]
+    children.sort(key=lambda p: p.start_ns)
+    profile = merge(own, children)
+    profile.stats["subprocesses_profiled"] = len(children)
+    profile.stats["subprocesses_lost"] = len(unreadable)
+    profile.stats["subprocesses_running"] = len(unfinished)
+    profile.stats["subprocesses_cpu_ns"] = sum(
+        int(e["cpu_ns"] or 0) for e in profile.metadata.get("processes", [])[1:]
+    )
+    profile.metadata["subprocesses_lost"] = unreadable
+    profile.metadata["subprocesses_running"] = unfinished
+    if unfinished:
+        profile.metadata["subprocesses_dir"] = family.directory
+    else:
+        shutil.rmtree(family.directory, ignore_errors=True)
+    return profile
+
+
+def _python_children() -> list[int]:
+    """The root's live child processes that run this interpreter's executable (Linux; [] where
+    /proc cannot tell): a child that has not reached its start-up hook yet is one of them."""
+    try:
+        exe = os.readlink("/proc/self/exe")
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return []
+    pids: set[int] = set()
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+        except (OSError, ValueError):
+            continue
+    out = []
+    for pid in sorted(pids):
+        try:
+            if os.readlink(f"/proc/{pid}/exe") == exe:
+                out.append(pid)
+        except OSError:  # ended meanwhile, or not ours to look at
+            continue
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists
+        return True
+    return True

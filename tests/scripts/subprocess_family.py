@@ -1,0 +1,94 @@
+"""Child processes of every kind, for tests/test_subprocesses.py.
+
+    subprocess_family.py KIND [OUT]
+
+KIND: fork (os.fork, the child spins in forked_child_work and ends by os._exit), pool-fork,
+pool-spawn, pool-forkserver (a multiprocessing pool of two workers spins in pool_task),
+subprocess (subprocess.run of Python spinning in spawned_work), killed (a forked child
+killed by SIGKILL), outliving (a child still spinning when this program ends), nested (a
+child that runs spprof itself, writing OUT). The parent spins in parent_work. Prints
+`TRUTH {"root": pid, "children": [pid, ...]}` (the children it knows the pids of).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+SPAWNED = """
+import time
+
+def spawned_work(seconds):
+    t = time.process_time()
+    while time.process_time() - t < seconds:
+        pass
+
+spawned_work({seconds})
+"""
+
+
+def spin(seconds: float) -> None:
+    t = time.process_time()
+    while time.process_time() - t < seconds:
+        pass
+
+
+def forked_child_work() -> None:
+    spin(0.3)
+
+
+def pool_task(seconds: float) -> int:
+    spin(seconds)
+    return os.getpid()
+
+
+def parent_work() -> None:
+    spin(0.1)
+
+
+def main(kind: str, out: str) -> None:
+    children: list[int] = []
+    if kind == "fork":
+        pid = os.fork()
+        if pid == 0:
+            forked_child_work()
+            os._exit(0)
+        children.append(pid)
+        os.waitpid(pid, 0)
+    elif kind.startswith("pool-"):
+        with multiprocessing.get_context(kind[len("pool-") :]).Pool(2) as pool:
+            children = sorted(set(pool.map(pool_task, [0.1] * 6)))
+    elif kind == "subprocess":
+        p = subprocess.Popen([sys.executable, "-c", SPAWNED.format(seconds=0.3)])
+        children.append(p.pid)
+        p.wait()
+    elif kind == "killed":
+        pid = os.fork()
+        if pid == 0:
+            forked_child_work()
+            time.sleep(60)
+            os._exit(0)
+        children.append(pid)
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    elif kind == "outliving":
+        p = subprocess.Popen([sys.executable, "-c", SPAWNED.format(seconds=1.5)])
+        children.append(p.pid)
+    elif kind == "nested":
+        code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
+        r = subprocess.run([sys.executable, "-m", "spprof", "-q", "-o", out, "-c", code])
+        print(f"NESTED exit {r.returncode}")
+    else:
+        raise SystemExit(f"unknown kind {kind!r}")
+    parent_work()
+    print("TRUTH " + json.dumps({"root": os.getpid(), "children": children}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "")

@@ -1,0 +1,326 @@
+"""--subprocesses: every child process that runs Python is in the one profile, each thread
+under its process (issue 25). Old code: `--subprocesses` was refused, and the children's work
+was only a line of CPU time in the summary.
+
+Each case runs tests/scripts/subprocess_family.py under the CLI in an interpreter of its own,
+with TMPDIR in the test's directory, so that a family directory left behind is seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+import spprof
+from conftest import SCRIPTS, run_python
+from spprof._model import ProfileData, ThreadRecord
+from spprof._process_merge import merge
+from spprof._rows import ROW
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
+
+SCRIPT = str(SCRIPTS / "subprocess_family.py")
+
+
+def _record(kind: str, tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "p.spprof"
+    r = run_python(
+        "-m",
+        "spprof",
+        "-i",
+        "5",
+        *flags,
+        "-o",
+        str(out),
+        SCRIPT,
+        kind,
+        str(tmp_path / "nested.spprof"),
+        env={"TMPDIR": str(tmp_path)},
+        cwd=str(tmp_path),
+    )
+    assert r.returncode == 0, r.stderr
+    return r, out
+
+
+def _truth(stdout: str) -> dict:
+    lines = [x for x in stdout.splitlines() if x.startswith("TRUTH ")]
+    assert len(lines) == 1, stdout  # printed once: no child ran the parent's ending
+    return json.loads(lines[0][len("TRUTH ") :])
+
+
+def _weight_by_pid(profile: spprof.Profile) -> dict[int, Counter]:
+    """Per process, sampled seconds per function on the stack (each function once a sample)."""
+    pid_of = {(t.thread_id, t.native_thread_id): t.pid for t in profile.threads}
+    out: dict[int, Counter] = defaultdict(Counter)
+    for s in profile.samples:
+        pid = pid_of[(s.thread_id, s.native_thread_id)]
+        for name in {f.function_name for f in s.frames}:
+            out[pid][name] += s.weight_ns / 1e9
+    return out
+
+
+def _family_dirs(tmp_path: Path) -> list[Path]:
+    return list(tmp_path.glob("spprof-subprocesses-*"))
+
+
+def _children_line(stderr: str) -> str:
+    lines = [x for x in stderr.splitlines() if "child processes:" in x]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_a_forked_child_is_profiled_under_its_own_pid(tmp_path):
+    r, out = _record("fork", tmp_path, "--subprocesses")
+    truth = _truth(r.stdout)
+    root, (child,) = truth["root"], truth["children"]
+    profile = spprof.load(out)
+    by_pid = _weight_by_pid(profile)
+    assert set(by_pid) == {root, child}, dict(by_pid)
+    # The child spun 0.3 s of CPU in forked_child_work, the parent 0.1 s in parent_work.
+    assert 0.2 <= by_pid[child]["forked_child_work"] <= 0.45, by_pid[child]
+    assert "forked_child_work" not in by_pid[root]
+    assert 0.05 <= by_pid[root]["parent_work"] <= 0.2, by_pid[root]
+    assert "parent_work" not in by_pid[child]
+    names = {t.name for t in profile.threads if t.pid == child}
+    assert names == {f"MainThread (pid {child})"}, names
+    processes = profile.metadata["processes"]
+    assert [p["pid"] for p in processes] == [root, child]
+    assert processes[1]["ppid"] == root
+    assert profile.stats["subprocesses_profiled"] == 1
+    assert _children_line(r.stderr).startswith("  child processes: 1 profiled ("), r.stderr
+    assert _family_dirs(tmp_path) == []
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_every_multiprocessing_start_method_puts_the_workers_in_the_profile(tmp_path, method):
+    r, out = _record(f"pool-{method}", tmp_path, "--subprocesses")
+    truth = _truth(r.stdout)
+    profile = spprof.load(out)
+    by_pid = _weight_by_pid(profile)
+    workers = truth["children"]
+    assert workers and set(workers) <= set(by_pid), (workers, dict(by_pid))
+    # Six tasks of 0.1 s of CPU each, run by the workers only.
+    pooled = sum(by_pid[w]["pool_task"] for w in workers)
+    assert 0.4 <= pooled <= 0.9, {w: by_pid[w]["pool_task"] for w in workers}
+    assert "pool_task" not in by_pid[truth["root"]]
+    # One function, one row, whichever process ran it.
+    files = {f.filename for f in profile.frame_table if f.function_name == "pool_task"}
+    assert files == {SCRIPT}, files
+    # multiprocessing's resource tracker (spawn, forkserver) outlives the program: it is not
+    # profiled, so nothing is left running or behind.
+    assert profile.stats["subprocesses_running"] == 0, profile.metadata
+    assert _family_dirs(tmp_path) == []
+
+
+def test_a_python_subprocess_is_profiled_from_its_start(tmp_path):
+    r, out = _record("subprocess", tmp_path, "--subprocesses")
+    truth = _truth(r.stdout)
+    (child,) = truth["children"]
+    by_pid = _weight_by_pid(spprof.load(out))
+    assert 0.2 <= by_pid[child]["spawned_work"] <= 0.45, dict(by_pid)
+    assert "1 profiled" in _children_line(r.stderr)
+
+
+def test_without_the_flag_children_are_left_out_and_the_summary_says_so(tmp_path):
+    r, out = _record("fork", tmp_path)
+    truth = _truth(r.stdout)
+    by_pid = _weight_by_pid(spprof.load(out))
+    assert set(by_pid) == {0}, dict(by_pid)  # one process: threads carry no pid
+    assert "forked_child_work" not in by_pid[0]
+    line = _children_line(r.stderr)
+    assert "1 forked" in line and "--subprocesses adds them" in line, line
+    assert truth["children"]
+
+
+def test_a_child_killed_by_sigkill_is_counted_and_named(tmp_path):
+    r, out = _record("killed", tmp_path, "--subprocesses")
+    truth = _truth(r.stdout)
+    (child,) = truth["children"]
+    profile = spprof.load(out)
+    assert profile.stats["subprocesses_lost"] == 1
+    assert profile.metadata["subprocesses_lost"] == [child]
+    assert f"1 ended without a profile (pid {child}" in _children_line(r.stderr)
+    assert 0.05 <= _weight_by_pid(profile)[truth["root"]]["parent_work"] <= 0.2
+    assert _family_dirs(tmp_path) == []
+
+
+def test_a_child_that_outlives_the_program_writes_its_own_file_later(tmp_path):
+    r, out = _record("outliving", tmp_path, "--subprocesses")
+    truth = _truth(r.stdout)
+    (child,) = truth["children"]
+    profile = spprof.load(out)
+    assert profile.metadata["subprocesses_running"] == [child]
+    (family,) = _family_dirs(tmp_path)
+    assert profile.metadata["subprocesses_dir"] == str(family)
+    line = _children_line(r.stderr)
+    assert f"1 still running (pid {child})" in line and str(family) in line, line
+    late = family / f"{child}.spprof"
+    deadline = time.monotonic() + 30
+    while not late.is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert 1.2 <= _weight_by_pid(spprof.load(late))[0]["spawned_work"] <= 1.8
+
+
+def test_a_child_that_runs_spprof_itself_gets_its_own_profile(tmp_path):
+    r, out = _record("nested", tmp_path, "--subprocesses")
+    assert "NESTED exit 0" in r.stdout, (r.stdout, r.stderr)
+    nested = spprof.load(tmp_path / "nested.spprof")
+    assert sum(s.weight_ns for s in nested.samples if s.frames[-1].filename == "<string>") > 0.1e9
+    assert spprof.load(out).sample_count > 0
+
+
+def test_api_start_with_subprocesses_merges_them_and_restores_the_environment():
+    code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
+    spprof.start(interval_ms=5, subprocesses=True)
+    try:
+        p = subprocess.Popen([sys.executable, "-c", code])
+        p.wait()
+    finally:
+        profile = spprof.stop()
+    assert "SPPROF_SUBPROCESSES" not in os.environ
+    by_pid = _weight_by_pid(profile)
+    assert 0.12 <= by_pid[p.pid]["<module>"] <= 0.3, dict(by_pid)
+
+
+def test_subprocesses_must_be_a_bool():
+    with pytest.raises(ValueError, match="subprocesses must be True or False"):
+        spprof.start(subprocesses="yes")  # type: ignore[arg-type]
+    assert not spprof.is_active()
+
+
+def _profile(
+    pid: int, cwd: str, rows: list[tuple[int, int, int]], frames: list[str]
+) -> ProfileData:
+    from spprof._model import Frame
+
+    return ProfileData(
+        interval_ms=10,
+        mode="cpu",
+        duration_ns=100,
+        start_ns=rows[0][0],
+        frame_table=[Frame(n, "work.py", 1, False, n, 1) for n in frames],
+        stacks=[(i,) for i in range(len(frames))],
+        rows=b"".join(ROW.pack(ts, 10, stack, serial) for ts, stack, serial in rows),
+        thread_table=[ThreadRecord(0, 1, pid, "MainThread", 10, 0, 0)],
+        dropped_count=2,
+        metadata={"pid": pid, "cwd": cwd},
+    )
+
+
+def test_merge_interns_frames_orders_rows_in_time_and_names_threads_by_process():
+    own = _profile(10, "/a", [(100, 0, 0), (300, 1, 0)], ["main", "work"])
+    child = _profile(11, "/a", [(200, 0, 0)], ["work"])
+    merged = merge(own, [child])
+    assert [f.function_name for f in merged.frame_table] == ["main", "work"]  # "work" once
+    assert [f.filename for f in merged.frame_table] == ["/a/work.py"] * 2
+    assert [
+        (s.timestamp_ns, s.frames[-1].function_name, s.thread_name) for s in merged.samples
+    ] == [
+        (100, "main", "MainThread (pid 10)"),
+        (200, "work", "MainThread (pid 11)"),
+        (300, "work", "MainThread (pid 10)"),
+    ]
+    assert merged.dropped_count == 4
+    assert [p["pid"] for p in merged.metadata["processes"]] == [10, 11]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+APP = """
+import time
+
+def handle_request():
+    t = time.process_time()
+    while time.process_time() - t < 0.02:
+        pass
+
+def app(environ, start_response):
+    handle_request()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="gunicorn 27 needs 3.10 (Makefile's pin)")
+def test_gunicorn_workers_handlers_are_in_the_profile(tmp_path):
+    """A pre-fork server: `spprof --subprocesses -m gunicorn -w 2`. Old code: the master only
+    (imports), 8-22 samples; the handler nowhere."""
+    pytest.importorskip("gunicorn")
+    (tmp_path / "app.py").write_text(APP)
+    out = tmp_path / "g.spprof"
+    port = _free_port()
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop("SPPROF_DEBUG", None)
+    cmd = [sys.executable, "-m", "spprof", "-q", "--subprocesses", "-o", str(out)]
+    cmd += ["-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}", "app:app"]
+    server = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        answered = 0
+        while answered < 40 and time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    c.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+                    answered += c.recv(100).startswith(b"HTTP/1.0 200")
+            except OSError:
+                time.sleep(0.1)
+        assert answered == 40, "gunicorn did not answer"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 0, stderr
+    profile = spprof.load(out)
+    by_pid = _weight_by_pid(profile)
+    master = profile.metadata["pid"]
+    workers = [p for p in by_pid if p != master and by_pid[p]["handle_request"] > 0]
+    # 40 requests of 20 ms of CPU: 0.8 s in the workers' handler, none in the master.
+    assert sum(by_pid[w]["handle_request"] for w in workers) >= 0.6, dict(by_pid)
+    assert "handle_request" not in by_pid[master]
+    assert {p["ppid"] for p in profile.metadata["processes"][1:]} == {master}
+    assert _family_dirs(tmp_path) == []
+
+
+def test_every_format_shows_each_thread_in_its_process(tmp_path):
+    """chrome and gecko: a process per pid, named by its command line; pprof: a `pid` label;
+    speedscope, collapsed, flame graphs and the report: the thread names say the process."""
+    from spprof.output import render
+    from test_formats_pprof import Decoded
+
+    r, out = _record("fork", tmp_path, "--subprocesses")
+    truth = _truth(r.stdout)
+    root, (child,) = truth["root"], truth["children"]
+    profile = spprof.load(out)
+
+    chrome = json.loads(render(profile, "chrome"))["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in chrome if e["name"] == "process_name"}
+    assert set(processes) == {root, child}, processes
+    assert processes[child] == f"{SCRIPT} fork {tmp_path / 'nested.spprof'} (pid {child})"
+    track_pids = {e["tid"]: e["pid"] for e in chrome if e["name"] == "thread_name"}
+    assert track_pids == {root: root, child: child}  # each main thread's tid is its pid
+
+    gecko = json.loads(render(profile, "gecko"))
+    assert {(t["pid"], t["name"], t["isMainThread"]) for t in gecko["threads"]} == {
+        (str(root), f"MainThread (pid {root})", True),
+        (str(child), f"MainThread (pid {child})", True),
+    }
+
+    d = Decoded(render(profile, "pprof"))
+    pids = Counter(labels["pid"] for _, _, labels in d.samples)
+    assert set(pids) == {root, child}, pids
+
+    speedscope = json.loads(render(profile, "speedscope"))
+    names = {p["name"] for p in speedscope["profiles"]}
+    assert names == {f"MainThread (pid {p}) (tid {p})" for p in (root, child)}, names
