@@ -118,6 +118,8 @@ def test_every_multiprocessing_start_method_puts_the_workers_in_the_profile(tmp_
     # multiprocessing's resource tracker (spawn, forkserver) outlives the program: it is not
     # profiled, so nothing is left running or behind.
     assert profile.stats["subprocesses_running"] == 0, profile.metadata
+    # The pool's exit terminates its workers (SIGTERM): each wrote its profile first.
+    assert profile.stats["subprocesses_lost"] == 0, profile.metadata
     assert _family_dirs(tmp_path) == []
 
 
@@ -324,3 +326,38 @@ def test_every_format_shows_each_thread_in_its_process(tmp_path):
     speedscope = json.loads(render(profile, "speedscope"))
     names = {p["name"] for p in speedscope["profiles"]}
     assert names == {f"MainThread (pid {p}) (tid {p})" for p in (root, child)}, names
+
+
+def _alone(tmp_path: Path, name: str, code: str, *flags: str) -> Path:
+    out = tmp_path / name
+    r = run_python("-m", "spprof", "-q", "-i", "5", *flags, "-o", str(out), "-c", code)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+SPIN_IN = "import time\ndef {f}():\n    t = time.process_time()\n    while time.process_time() - t < 0.2: pass\n{f}()"
+
+
+def test_report_and_convert_merge_several_files_by_process(tmp_path):
+    """Workers profiled separately (or a child that wrote after its root ended): one view."""
+    a = _alone(tmp_path, "a.spprof", SPIN_IN.format(f="worker_a"))
+    b = _alone(tmp_path, "b.spprof", SPIN_IN.format(f="worker_b"))
+    pa, pb = (int(spprof.load(x).metadata["pid"]) for x in (a, b))
+    rep = run_python("-m", "spprof", "report", str(a), str(b))
+    assert rep.returncode == 0, rep.stderr
+    for pid in (pa, pb):
+        assert f"MainThread (pid {pid})" in rep.stdout, rep.stdout
+    assert "worker_a" in rep.stdout and "worker_b" in rep.stdout
+    conv = run_python("-m", "spprof", "convert", str(a), str(b), "-f", "chrome", "-o", "-")
+    assert conv.returncode == 0, conv.stderr
+    events = json.loads(conv.stdout)["traceEvents"]
+    assert {e["pid"] for e in events if e["name"] == "process_name"} == {pa, pb}
+
+
+def test_files_of_different_modes_are_refused_with_a_message(tmp_path):
+    a = _alone(tmp_path, "a.spprof", "pass")
+    w = _alone(tmp_path, "w.spprof", "pass", "--mode", "wall")
+    r = run_python("-m", "spprof", "report", str(a), str(w))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert f"report: cannot merge {w} (wall mode, 5 ms) with {a} (cpu mode" in r.stderr
+    assert "Traceback" not in r.stderr

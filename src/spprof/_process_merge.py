@@ -42,6 +42,11 @@ def process_entry(profile: ProfileData) -> dict[str, Any]:
     }
 
 
+def _entries(profile: ProfileData) -> list[dict[str, Any]]:
+    merged = profile.metadata.get("processes")
+    return list(merged) if merged else [process_entry(profile)]
+
+
 def thread_label(name: str, pid: int) -> str:
     return f"{name} (pid {pid})"
 
@@ -88,16 +93,18 @@ def merge(own: P, children: Sequence[ProfileData]) -> P:
         pid = int(part.metadata.get("pid") or 0)
         base = len(threads)
         for t in part.thread_table:
-            threads.append(
-                replace(t, serial=base + t.serial, pid=pid, name=thread_label(t.name, pid))
-            )
+            if t.pid:  # merged before (a --subprocesses profile): named already
+                threads.append(replace(t, serial=base + t.serial))
+            else:
+                name = thread_label(t.name, pid)
+                threads.append(replace(t, serial=base + t.serial, pid=pid, name=name))
         for ts, weight, stack, tf in ROW.iter_unpack(part.rows):
             serial = (tf & SERIAL_MASK) + base
             packed.append((ts, weight, smap[stack], serial | (tf & ~SERIAL_MASK)))
     packed.sort(key=lambda row: row[0])  # one timeline: writers read rows in time order
     rows = b"".join(ROW.pack(*row) for row in packed)
     metadata = dict(own.metadata)
-    metadata["processes"] = [process_entry(p) for p in parts]
+    metadata["processes"] = [e for p in parts for e in _entries(p)]
     return type(own)(
         interval_ms=own.interval_ms,
         mode=own.mode,

@@ -1,4 +1,5 @@
-"""`spprof convert IN.spprof [-f FORMAT] [-o OUT|-]`: write a saved profile in another format."""
+"""`spprof convert IN.spprof [IN2.spprof ...] [-f FORMAT] [-o OUT|-]`: write a saved profile
+(several: merged) in another format."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .._load import load
 from ..output import FORMATS, render, write
 from .errors import CliError, Parser, guarded
+from .inputs import load_inputs
 from .record import add_threads_option, output_format
 
 
@@ -18,7 +19,12 @@ def _parser() -> Parser:
         description="Write a saved .spprof profile in another format.",
         epilog="Formats: " + ", ".join(FORMATS) + ". Without -f the format follows -o's name.",
     )
-    p.add_argument("input", help="a profile saved with format 'spprof' (*.spprof)")
+    p.add_argument(
+        "input",
+        nargs="+",
+        help="a profile saved with format 'spprof' (*.spprof); several are merged, each "
+        "thread named with its process",
+    )
     p.add_argument(
         "-f",
         "--format",
@@ -37,8 +43,8 @@ def _convert(argv: list[str]) -> int:
         fmt = output_format(opts.format, opts.output)
     except (ValueError, CliError) as exc:
         raise CliError(f"convert: {exc}") from None
-    src = Path(opts.input)
-    profile = load(src)
+    src = Path(opts.input[0])
+    profile = load_inputs(opts.input, "convert")
     if opts.output == "-":
         sys.stdout.buffer.write(render(profile, fmt, opts.threads))
         sys.stdout.buffer.flush()
