@@ -335,7 +335,10 @@ def _alone(tmp_path: Path, name: str, code: str, *flags: str) -> Path:
     return out
 
 
-SPIN_IN = "import time\ndef {f}():\n    t = time.process_time()\n    while time.process_time() - t < 0.2: pass\n{f}()"
+SPIN_IN = (
+    "import time\ndef {f}():\n    t = time.process_time()\n"
+    "    while time.process_time() - t < 0.2: pass\n{f}()"
+)
 
 
 def test_report_and_convert_merge_several_files_by_process(tmp_path):
