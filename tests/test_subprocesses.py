@@ -364,3 +364,17 @@ def test_files_of_different_modes_are_refused_with_a_message(tmp_path):
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert f"report: cannot merge {w} (wall mode, 5 ms) with {a} (cpu mode" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_child_that_execs_python_keeps_both_parts(tmp_path):
+    """Before: forked_child_work in the forked child; after its exec: spawned_work, the same
+    pid. Each part is written on its own, and both are in the profile."""
+    r, out = _record("exec", tmp_path, "--subprocesses")
+    (child,) = _truth(r.stdout)["children"]
+    profile = spprof.load(out)
+    by_pid = _weight_by_pid(profile)
+    assert 0.2 <= by_pid[child]["forked_child_work"] <= 0.45, by_pid[child]
+    assert 0.2 <= by_pid[child]["spawned_work"] <= 0.45, by_pid[child]
+    assert [p["pid"] for p in profile.metadata["processes"]].count(child) == 2
+    assert profile.stats["subprocesses_profiled"] == 2
+    assert _family_dirs(tmp_path) == []

@@ -13,7 +13,8 @@ inherits:
 
 A child's session writes `PID.spprof` into the directory when it ends (normal exit,
 os._exit, exec, exit signals: the session's usual exits), after marking itself
-`PID.running` there (a directory: no descriptor is opened in the program). multiprocessing's
+`PID.running` there (a directory: no descriptor is opened in the program; `PID.K` when PID
+is taken, by the same process before an exec or an earlier one with its pid). multiprocessing's
 helpers mark themselves `PID.helper` and take no profile (_subprocess_hook.py). When the
 root stops, it merges every finished child into its own profile (_process_merge.py) and
 deletes their files. A child that died without writing (SIGKILL) is counted and named. So is
@@ -103,16 +104,11 @@ def child_config(cfg: Optional[ValidConfig] = None) -> Optional[ValidConfig]:
     family = _family
     if family is None or family.is_root:
         return None
-    pid = os.getpid()
     base = Path(family.directory)
-    try:
-        os.mkdir(base / f"{pid}{_RUNNING}")
-    except FileExistsError:  # a pid used again: the mark is this process's now
-        pass
-    except OSError as exc:  # the root has stopped and removed the directory
-        _debug.debug(f"--subprocesses: not profiled, {exc}")
+    stem = _mark_running(base, os.getpid())
+    if stem is None:
         return None
-    out = base / f"{pid}{_WRITTEN}"
+    out = base / f"{stem}{_WRITTEN}"
     if cfg is not None:
         return replace(cfg, output_path=out, output_format="spprof", http=None)
     return ValidConfig(
@@ -122,6 +118,22 @@ def child_config(cfg: Optional[ValidConfig] = None) -> Optional[ValidConfig]:
         http=None,
         subprocesses=True,
     )
+
+
+def _mark_running(base: Path, pid: int) -> Optional[str]:
+    """PID, or PID.K when PID is taken: this process after an exec (its part before is
+    written), or an earlier process with the same pid. None: the directory is gone."""
+    for k in range(1000):
+        stem = f"{pid}.{k}" if k else str(pid)
+        try:
+            os.mkdir(base / f"{stem}{_RUNNING}")
+            return stem
+        except FileExistsError:
+            continue
+        except OSError as exc:  # the root has stopped and removed the directory
+            _debug.debug(f"--subprocesses: not profiled, {exc}")
+            return None
+    return None
 
 
 def mark_helper() -> None:
@@ -155,8 +167,9 @@ def end(own: P) -> P:
     # Every child that marked itself or wrote, before any mark is removed below.
     known = {int(m.name.split(".")[0]) for m in base.iterdir() if m.name[:1].isdigit()}
     for mark in sorted(base.glob(f"*{_RUNNING}")):
-        pid = int(mark.name[: -len(_RUNNING)])
-        written = base / f"{pid}{_WRITTEN}"
+        stem = mark.name[: -len(_RUNNING)]
+        pid = int(stem.split(".")[0])
+        written = base / f"{stem}{_WRITTEN}"
         if written.is_file():
             try:
                 children.append(load(written))

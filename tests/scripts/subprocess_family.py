@@ -5,7 +5,8 @@
 KIND: fork (os.fork, the child spins in forked_child_work and ends by os._exit), pool-fork,
 pool-spawn, pool-forkserver (a multiprocessing pool of two workers spins in pool_task),
 subprocess (subprocess.run of Python spinning in spawned_work), killed (a forked child
-killed by SIGKILL), outliving (a child still spinning when this program ends), nested (a
+killed by SIGKILL), outliving (a child still spinning when this program ends), exec (a
+forked child spins in forked_child_work, then execs Python spinning in spawned_work), nested (a
 child that runs spprof itself, writing OUT). The parent spins in parent_work. Prints
 `TRUTH {"root": pid, "children": [pid, ...]}` (the children it knows the pids of).
 """
@@ -80,6 +81,13 @@ def main(kind: str, out: str) -> None:
     elif kind == "outliving":
         p = subprocess.Popen([sys.executable, "-c", SPAWNED.format(seconds=1.5)])
         children.append(p.pid)
+    elif kind == "exec":
+        pid = os.fork()
+        if pid == 0:
+            forked_child_work()
+            os.execv(sys.executable, [sys.executable, "-c", SPAWNED.format(seconds=0.3)])
+        children.append(pid)
+        os.waitpid(pid, 0)
     elif kind == "nested":
         code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
         r = subprocess.run([sys.executable, "-m", "spprof", "-q", "-o", out, "-c", code])
