@@ -167,6 +167,18 @@ def test_fork_cost_benchmark_runs(capsys):
     assert [r.split("|")[1].strip() for r in rows] == ["plain", "cpu", "wall"]
 
 
+def test_subprocess_family_benchmark_merges_every_child(capsys):
+    """benchmarks/subprocess_family.py at a tiny size: a row per configuration, and the root
+    merged at least the 10 children the pool made."""
+    from benchmarks import subprocess_family
+
+    assert subprocess_family.main(["--children", "10", "--rounds", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[2:5]}
+    assert list(rows) == ["plain", "cpu", "subprocesses"], lines
+    assert int(rows["subprocesses"][3]) >= 10, lines
+
+
 def test_native_pool_benchmark_reports_share_and_tvd_per_tool(capsys):
     """benchmarks/native_pool.py at a tiny size, so it never rots: a row per tool with the share
     of process CPU and the TVD over the threads (a tool not installed says so in its row), and

@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, TypeVar
@@ -160,6 +161,8 @@ def end(own: P) -> P:
     from ._load import ProfileFormatError, load
     from ._process_merge import merge
 
+    t0 = time.perf_counter_ns()
+
     base = Path(family.directory)
     children: list[ProfileData] = []  # loaded as Profile
     unreadable: list[int] = []
@@ -192,6 +195,7 @@ def end(own: P) -> P:
     profile.stats["subprocesses_cpu_ns"] = sum(
         int(e["cpu_ns"] or 0) for e in profile.metadata.get("processes", [])[1:]
     )
+    profile.stats["subprocesses_merge_ns"] = time.perf_counter_ns() - t0
     profile.metadata["subprocesses_lost"] = unreadable
     profile.metadata["subprocesses_running"] = unfinished
     if unfinished:
