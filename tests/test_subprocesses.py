@@ -193,6 +193,16 @@ def test_api_start_with_subprocesses_merges_them_and_restores_the_environment():
     assert 0.12 <= by_pid[p.pid]["<module>"] <= 0.3, dict(by_pid)
 
 
+def test_profiler_block_with_subprocesses_merges_them():
+    code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
+    with spprof.Profiler(interval_ms=5, subprocesses=True) as prof:
+        p = subprocess.Popen([sys.executable, "-c", code])
+        p.wait()
+    assert prof.profile is not None
+    assert 0.12 <= _weight_by_pid(prof.profile)[p.pid]["<module>"] <= 0.3
+    assert "SPPROF_SUBPROCESSES" not in os.environ
+
+
 def test_subprocesses_must_be_a_bool():
     with pytest.raises(ValueError, match="subprocesses must be True or False"):
         spprof.start(subprocesses="yes")  # type: ignore[arg-type]

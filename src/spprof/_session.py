@@ -521,6 +521,7 @@ class Profiler:
         interpreter_frames: bool = False,
         max_overhead_pct: Optional[float] = None,
         async_tasks: bool = False,
+        subprocesses: bool = False,
         thread: Optional[str] = None,
         labels: Optional[dict[str, str]] = None,
     ) -> None:
@@ -536,6 +537,7 @@ class Profiler:
             interpreter_frames=interpreter_frames,
             max_overhead_pct=max_overhead_pct,
             async_tasks=async_tasks,
+            subprocesses=subprocesses,
         ).validate()
         self._thread = _windows.check_thread(thread)
         self._labels = _windows.check_labels(labels)
@@ -549,6 +551,7 @@ class Profiler:
             "interpreter_frames": (interpreter_frames, c.interpreter_frames),
             "memory_limit_mb": (memory_limit_mb is not None, c.memory_limit_mb),
             "max_overhead_pct": (max_overhead_pct is not None, c.max_overhead_pct),
+            "subprocesses": (subprocesses is True, c.subprocesses),
         }
         self._asked = {k: v for k, (explicit, v) in given.items() if explicit}
         self._window: Optional[_windows.Window] = None
