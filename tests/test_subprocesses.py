@@ -31,7 +31,9 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes
 SCRIPT = str(SCRIPTS / "subprocess_family.py")
 
 
-def _record(kind: str, tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _record(
+    kind: str, tmp_path: Path, *flags: str, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path / "p.spprof"
     r = run_python(
         "-m",
@@ -46,6 +48,7 @@ def _record(kind: str, tmp_path: Path, *flags: str) -> tuple[subprocess.Complete
         str(tmp_path / "nested.spprof"),
         env={"TMPDIR": str(tmp_path)},
         cwd=str(tmp_path),
+        timeout=timeout,
     )
     assert r.returncode == 0, r.stderr
     return r, out
@@ -170,6 +173,16 @@ def test_a_child_that_outlives_the_program_writes_its_own_file_later(tmp_path):
     while not late.is_file() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert 1.2 <= _weight_by_pid(spprof.load(late))[0]["spawned_work"] <= 1.8
+
+
+def test_a_fork_while_another_thread_is_inside_spprof_does_not_hang_the_child(tmp_path):
+    """The child's session takes spprof's lock, which the parent's other thread held at the
+    fork. Old code (before the child renewed its locks): the child hung at fork, every run
+    (deterministic: the lock is held across the fork); the parent waited for it until the
+    test's timeout."""
+    r, out = _record("fork-while-locked", tmp_path, "--subprocesses", timeout=30)
+    (child,) = _truth(r.stdout)["children"]
+    assert 0.2 <= _weight_by_pid(spprof.load(out))[child]["forked_child_work"] <= 0.45
 
 
 def test_a_child_that_runs_spprof_itself_gets_its_own_profile(tmp_path):

@@ -664,7 +664,10 @@ def _after_fork_child() -> None:
     """The child of a fork runs unprofiled (timers are not inherited, the handler is reset),
     unless the session profiles its subprocesses: then the child starts a session of its own."""
     global _active, _carried, _before_exec, _covers_exit_calls, _watches_exit_signals
-    global _family_child
+    global _family_child, _lock, _stopping
+    # Another thread of the parent may have held them (inside start() or stop()): that thread
+    # is not in the child, and the child's session below takes them.
+    _lock, _stopping = threading.Lock(), threading.RLock()
     cfg = _active if _active is not None and _active.subprocesses else None
     # A family member without a session of its own (multiprocessing's forkserver) still
     # starts one in the children it forks, with the family's settings.

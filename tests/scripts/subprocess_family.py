@@ -6,7 +6,8 @@ KIND: fork (os.fork, the child spins in forked_child_work and ends by os._exit),
 pool-spawn, pool-forkserver (a multiprocessing pool of two workers spins in pool_task),
 subprocess (subprocess.run of Python spinning in spawned_work), killed (a forked child
 killed by SIGKILL), outliving (a child still spinning when this program ends), exec (a
-forked child spins in forked_child_work, then execs Python spinning in spawned_work), nested (a
+forked child spins in forked_child_work, then execs Python spinning in spawned_work),
+fork-while-locked (fork while another thread holds spprof's session lock), nested (a
 child that runs spprof itself, writing OUT). The parent spins in parent_work. Prints
 `TRUTH {"root": pid, "children": [pid, ...]}` (the children it knows the pids of).
 """
@@ -88,6 +89,30 @@ def main(kind: str, out: str) -> None:
             os.execv(sys.executable, [sys.executable, "-c", SPAWNED.format(seconds=0.3)])
         children.append(pid)
         os.waitpid(pid, 0)
+    elif kind == "fork-while-locked":
+        # Another thread is inside spprof's start()/stop() (holds its lock) at the fork.
+        import threading
+
+        from spprof import _session
+
+        held, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with _session._lock:
+                held.set()
+                done.wait(5)
+
+        t = threading.Thread(target=hold)
+        t.start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            forked_child_work()
+            os._exit(0)
+        children.append(pid)
+        os.waitpid(pid, 0)
+        done.set()
+        t.join()
     elif kind == "nested":
         code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
         r = subprocess.run([sys.executable, "-m", "spprof", "-q", "-o", out, "-c", code])
