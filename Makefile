@@ -28,7 +28,8 @@ VENVS := .venvs
 # uvicorn: a real server whose shutdown restores its SIGTERM handler and re-raises
 # (tests/test_exit_paths.py; 3.10+). mypy: real mypyc-compiled code named as Python
 # (tests/test_mypyc_names.py; the lint's pin; 3.10+). gunicorn: a real pre-fork server whose
-# workers --subprocesses must profile (tests/test_subprocesses.py; 27.x needs 3.10+).
+# workers --subprocesses must profile (tests/test_subprocesses.py; 27.x needs 3.10+). django
+# (with its asgiref and sqlparse): runserver's reloader re-runs the server in a child (5.2: 3.10+).
 DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_version<'3.10'" \
             "pytest-benchmark==5.3.1; python_version>='3.10'" "pytest-benchmark==5.2.3; python_version<'3.10'" \
             "jsonschema==4.26.0; python_version>='3.10'" "jsonschema==4.25.1; python_version<'3.10'" \
@@ -39,7 +40,9 @@ DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_versi
             "ipython==8.18.1; python_version<'3.10'" \
             "numpy==2.5.5; python_version>='3.12'" "numpy==2.2.6; python_version=='3.10' or python_version=='3.11'" \
             "numpy==2.0.2; python_version<'3.10'" "uvicorn==0.54.0; python_version>='3.10'" \
-            "mypy==1.20.2; python_version>='3.10'" "gunicorn==27.0.1; python_version>='3.10'"
+            "mypy==1.20.2; python_version>='3.10'" "gunicorn==27.0.1; python_version>='3.10'" \
+            "django==5.2.19; python_version>='3.10'" "asgiref==3.13.0; python_version>='3.10'" \
+            "sqlparse==0.6.1; python_version>='3.10'"
 RUFF := ruff==0.17.6
 MYPY := mypy==1.20.2
 # A real third-party test suite under the profiler at 1 ms (issue "never harm the host"):

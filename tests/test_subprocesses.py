@@ -185,6 +185,27 @@ def test_a_fork_while_another_thread_is_inside_spprof_does_not_hang_the_child(tm
     assert 0.2 <= _weight_by_pid(spprof.load(out))[child]["forked_child_work"] <= 0.45
 
 
+def test_a_childs_own_use_of_spprof_sees_no_session_of_spprofs(tmp_path):
+    """In a profiled child, spprof's session is invisible to the program: is_active() is
+    False, stop() raises as with no session, a Profiler block is a session of its own (not a
+    window, which would print that its settings differ); after the block the child is
+    profiled for the family again."""
+    r, out = _record("program-api", tmp_path, "--subprocesses")
+    (child,) = _truth(r.stdout)["children"]
+    seen = json.loads((tmp_path / "nested.spprof").read_text())
+    assert seen == {
+        "active": False,
+        "stop": "spprof is not profiling; call spprof.start() first",
+        "block_has_block_work": True,
+        "block_has_forked_child_work": False,
+    }
+    assert "differ" not in r.stderr and "session's" not in r.stderr, r.stderr
+    work = _weight_by_pid(spprof.load(out))[child]
+    assert 0.12 <= work["forked_child_work"] <= 0.45, work
+    assert 0.12 <= work["after_block_work"] <= 0.45, work
+    assert "block_work" not in work  # the program's own block has it
+
+
 def test_a_child_that_runs_spprof_itself_gets_its_own_profile(tmp_path):
     r, out = _record("nested", tmp_path, "--subprocesses")
     assert "NESTED exit 0" in r.stdout, (r.stdout, r.stderr)
@@ -400,4 +421,46 @@ def test_a_child_that_execs_python_keeps_both_parts(tmp_path):
     assert 0.2 <= by_pid[child]["spawned_work"] <= 0.45, by_pid[child]
     assert [p["pid"] for p in profile.metadata["processes"]].count(child) == 2
     assert profile.stats["subprocesses_profiled"] == 2
+    assert _family_dirs(tmp_path) == []
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="Django 5.2 needs 3.10 (Makefile's pin)")
+def test_django_runserver_under_its_reloader_has_the_view_in_the_profile(tmp_path):
+    """Django's runserver re-runs itself in a child process (its reloader) that serves the
+    requests. Old code: the profile held only the reloader's file watcher."""
+    pytest.importorskip("django")
+    out = tmp_path / "d.spprof"
+    port = _free_port()
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop("SPPROF_DEBUG", None)
+    site = str(SCRIPTS / "django_site.py")
+    cmd = [sys.executable, "-m", "spprof", "-q", "--subprocesses", "-o", str(out)]
+    cmd += [site, "runserver", str(port)]
+    server = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        answered = 0
+        deadline = time.monotonic() + 60
+        while answered < 30 and time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    c.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                    answered += b" 200 " in c.recv(100)
+            except OSError:
+                time.sleep(0.2)
+        assert answered == 30, "the Django site did not answer"
+    finally:
+        os.killpg(server.pid, signal.SIGINT)  # Ctrl-C: the terminal's whole process group
+        _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 0, stderr
+    profile = spprof.load(out)
+    by_pid = _weight_by_pid(profile)
+    reloader = profile.metadata["pid"]
+    (served,) = [p for p in by_pid if by_pid[p]["render_report"] > 0]
+    # 30 requests of 20 ms of CPU: 0.6 s, in the reloader's child, which ran the same command.
+    assert by_pid[served]["render_report"] >= 0.45, dict(by_pid)
+    assert served != reloader
+    child = next(p for p in profile.metadata["processes"] if p["pid"] == served)
+    assert child["ppid"] == reloader and child["argv"][-2:] == ["runserver", str(port)]
     assert _family_dirs(tmp_path) == []

@@ -228,7 +228,7 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
         # The program profiles itself in a child of a --subprocesses family: its session
         # wins; the family's part so far is written for the root.
         _debug.debug("--subprocesses: the program starts its own session; the family's ends")
-        stop()
+        _stop()
     with _lock:
         if _active is not None or _ext.is_active():
             raise RuntimeError("spprof is already profiling; call spprof.stop() first")
@@ -268,6 +268,20 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
 
 def stop() -> Profile:
     """Stop sampling and return the Profile (also written to output_path if one was given)."""
+    if _family_child:  # a --subprocesses child's session is spprof's, not the program's
+        raise RuntimeError("spprof is not profiling; call spprof.start() first")
+    profile = _stop()
+    if _subprocesses.in_child() and not _ext.is_active():
+        # The program's own session in a --subprocesses child has ended: the family's part
+        # goes on (PID.K.spprof), as before the program started its own.
+        try:
+            start_family_child()
+        except Exception as exc:
+            _debug.debug(f"--subprocesses: this child is no longer profiled: {exc!r}")
+    return profile
+
+
+def _stop() -> Profile:
     with _stopping:
         profile = _stop_and_write()
     _uncover_exits()  # after: a SIGTERM that came meanwhile ends the process here
@@ -386,7 +400,7 @@ def _stop_before_exec() -> None:
     global _before_exec
     cfg = _active
     if cfg is not None and _ext.is_active():
-        _before_exec = (stop(), cfg)
+        _before_exec = (_stop(), cfg)
 
 
 def _resume_after_exec() -> None:
@@ -406,13 +420,14 @@ def _on_exit_signal(signum: int) -> None:
     with _stopping:  # another thread writing: let it finish, then die
         if _active is not None and _ext.is_active():
             try:
-                stop()
+                _stop()
             except Exception as exc:
                 _stderr.say(f"spprof: could not write the profile: {exc}")
 
 
 def is_active() -> bool:
-    return _ext.is_active()
+    """Whether a session runs (a --subprocesses child's own, spprof's, does not count)."""
+    return _ext.is_active() and not _family_child
 
 
 def http_address() -> Optional[tuple[str, int]]:
@@ -427,7 +442,8 @@ def _open_window(
     """A window on the running session from now on (Profiler inside a session, the pprof
     endpoint); None when no session runs."""
     with _lock:
-        session = _active if _ext.is_active() else None
+        # A --subprocesses child's session is not the program's: its blocks get their own.
+        session = _active if _ext.is_active() and not _family_child else None
         generation = _generation
     if session is None:
         return None

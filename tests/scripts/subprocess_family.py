@@ -7,7 +7,9 @@ pool-spawn, pool-forkserver (a multiprocessing pool of two workers spins in pool
 subprocess (subprocess.run of Python spinning in spawned_work), killed (a forked child
 killed by SIGKILL), outliving (a child still spinning when this program ends), exec (a
 forked child spins in forked_child_work, then execs Python spinning in spawned_work),
-fork-while-locked (fork while another thread holds spprof's session lock), nested (a
+fork-while-locked (fork while another thread holds spprof's session lock), program-api (a
+forked child uses spprof's API itself: is_active, stop, a Profiler block; writes what it saw
+to OUT as JSON), nested (a
 child that runs spprof itself, writing OUT). The parent spins in parent_work. Prints
 `TRUTH {"root": pid, "children": [pid, ...]}` (the children it knows the pids of).
 """
@@ -47,6 +49,14 @@ def forked_child_work() -> None:
 def pool_task(seconds: float) -> int:
     spin(seconds)
     return os.getpid()
+
+
+def block_work() -> None:
+    spin(0.2)
+
+
+def after_block_work() -> None:
+    spin(0.2)
 
 
 def parent_work() -> None:
@@ -113,6 +123,30 @@ def main(kind: str, out: str) -> None:
         os.waitpid(pid, 0)
         done.set()
         t.join()
+    elif kind == "program-api":
+        # The program's own use of spprof in a child sees no session of spprof's.
+        pid = os.fork()
+        if pid == 0:
+            import spprof
+
+            forked_child_work()
+            seen = {"active": spprof.is_active()}
+            try:
+                spprof.stop()
+                seen["stop"] = "returned"
+            except RuntimeError as exc:
+                seen["stop"] = str(exc)
+            with spprof.Profiler(interval_ms=5) as block:
+                block_work()
+            names = {f.function_name for s in block.get_samples() for f in s.frames}
+            seen["block_has_block_work"] = "block_work" in names
+            seen["block_has_forked_child_work"] = "forked_child_work" in names
+            after_block_work()
+            with open(out, "w") as f:
+                json.dump(seen, f)
+            os._exit(0)
+        children.append(pid)
+        os.waitpid(pid, 0)
     elif kind == "nested":
         code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
         r = subprocess.run([sys.executable, "-m", "spprof", "-q", "-o", out, "-c", code])
