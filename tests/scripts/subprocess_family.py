@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable
 
 SPAWNED = """
 import time
@@ -63,15 +64,46 @@ def parent_work() -> None:
     spin(0.1)
 
 
+def fork_and_wait(body: Callable[[], None]) -> int:
+    """A forked child runs `body`, then os._exit(0); the parent waits for it."""
+    pid = os.fork()
+    if pid == 0:
+        body()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def exec_python(seconds: float) -> None:
+    forked_child_work()
+    os.execv(sys.executable, [sys.executable, "-c", SPAWNED.format(seconds=seconds)])
+
+
+def use_spprof(out: str) -> None:
+    """The program's own use of spprof in a child: what it sees, as JSON into `out`."""
+    import spprof
+
+    forked_child_work()
+    seen = {"active": spprof.is_active()}
+    try:
+        spprof.stop()
+        seen["stop"] = "returned"
+    except RuntimeError as exc:
+        seen["stop"] = str(exc)
+    with spprof.Profiler(interval_ms=5) as block:
+        block_work()
+    names = {f.function_name for s in block.get_samples() for f in s.frames}
+    seen["block_has_block_work"] = "block_work" in names
+    seen["block_has_forked_child_work"] = "forked_child_work" in names
+    after_block_work()
+    with open(out, "w") as f:
+        json.dump(seen, f)
+
+
 def main(kind: str, out: str) -> None:
     children: list[int] = []
     if kind == "fork":
-        pid = os.fork()
-        if pid == 0:
-            forked_child_work()
-            os._exit(0)
-        children.append(pid)
-        os.waitpid(pid, 0)
+        children.append(fork_and_wait(forked_child_work))
     elif kind.startswith("pool-"):
         with multiprocessing.get_context(kind[len("pool-") :]).Pool(2) as pool:
             children = sorted(set(pool.map(pool_task, [0.1] * 6)))
@@ -93,12 +125,7 @@ def main(kind: str, out: str) -> None:
         p = subprocess.Popen([sys.executable, "-c", SPAWNED.format(seconds=1.5)])
         children.append(p.pid)
     elif kind == "exec":
-        pid = os.fork()
-        if pid == 0:
-            forked_child_work()
-            os.execv(sys.executable, [sys.executable, "-c", SPAWNED.format(seconds=0.3)])
-        children.append(pid)
-        os.waitpid(pid, 0)
+        children.append(fork_and_wait(lambda: exec_python(0.3)))
     elif kind == "fork-while-locked":
         # Another thread is inside spprof's start()/stop() (holds its lock) at the fork.
         import threading
@@ -115,38 +142,11 @@ def main(kind: str, out: str) -> None:
         t = threading.Thread(target=hold)
         t.start()
         held.wait()
-        pid = os.fork()
-        if pid == 0:
-            forked_child_work()
-            os._exit(0)
-        children.append(pid)
-        os.waitpid(pid, 0)
+        children.append(fork_and_wait(forked_child_work))
         done.set()
         t.join()
     elif kind == "program-api":
-        # The program's own use of spprof in a child sees no session of spprof's.
-        pid = os.fork()
-        if pid == 0:
-            import spprof
-
-            forked_child_work()
-            seen = {"active": spprof.is_active()}
-            try:
-                spprof.stop()
-                seen["stop"] = "returned"
-            except RuntimeError as exc:
-                seen["stop"] = str(exc)
-            with spprof.Profiler(interval_ms=5) as block:
-                block_work()
-            names = {f.function_name for s in block.get_samples() for f in s.frames}
-            seen["block_has_block_work"] = "block_work" in names
-            seen["block_has_forked_child_work"] = "forked_child_work" in names
-            after_block_work()
-            with open(out, "w") as f:
-                json.dump(seen, f)
-            os._exit(0)
-        children.append(pid)
-        os.waitpid(pid, 0)
+        children.append(fork_and_wait(lambda: use_spprof(out)))
     elif kind == "nested":
         code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
         r = subprocess.run([sys.executable, "-m", "spprof", "-q", "-o", out, "-c", code])
