@@ -100,6 +100,11 @@ def test_a_forked_child_is_profiled_under_its_own_pid(tmp_path):
     assert processes[1]["ppid"] == root
     assert profile.stats["subprocesses_profiled"] == 1
     assert _children_line(r.stderr).startswith("  child processes: 1 profiled ("), r.stderr
+    # The summary's thread table: a PID column, each thread under its process.
+    table = r.stderr[r.stderr.index("  THREAD") :].splitlines()
+    assert table[0].split()[:3] == ["THREAD", "PID", "TID"], table[0]
+    rows = {tuple(line.split()[:3]) for line in table[1:3]}
+    assert rows == {("MainThread", str(root), str(root)), ("MainThread", str(child), str(child))}
     assert _family_dirs(tmp_path) == []
 
 
@@ -392,8 +397,8 @@ def test_report_and_convert_merge_several_files_by_process(tmp_path):
     pa, pb = (int(spprof.load(x).metadata["pid"]) for x in (a, b))
     rep = run_python("-m", "spprof", "report", str(a), str(b))
     assert rep.returncode == 0, rep.stderr
-    for pid in (pa, pb):
-        assert f"MainThread (pid {pid})" in rep.stdout, rep.stdout
+    rows = {tuple(line.split()[:2]) for line in rep.stdout.splitlines() if "MainThread" in line}
+    assert rows == {("MainThread", str(pa)), ("MainThread", str(pb))}, rep.stdout
     assert "worker_a" in rep.stdout and "worker_b" in rep.stdout
     conv = run_python("-m", "spprof", "convert", str(a), str(b), "-f", "chrome", "-o", "-")
     assert conv.returncode == 0, conv.stderr

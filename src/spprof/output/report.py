@@ -171,21 +171,28 @@ def summary(
         )
 
     lines.append("")
+    # Several processes (--subprocesses): a PID column, the names without their "(pid N)".
+    processes = any(t.pid for t in run.threads)
+    pid_head = f"{'PID':>7} " if processes else ""
     lines.append(
-        f"  {'THREAD':<22} {'TID':>7} {'SAMPLES':>7} {'CPU TIME':>8} {'CPU%':>6} "
+        f"  {'THREAD':<22} {pid_head}{'TID':>7} {'SAMPLES':>7} {'CPU TIME':>8} {'CPU%':>6} "
         f"{'GIL%':>6} {'IDLE%':>6}"
     )
     duration = profile.duration_ns or 1
     ranked_threads = sorted(run.threads, key=lambda t: t.weight_ns, reverse=True)
     for t in ranked_threads[:THREAD_ROWS]:
-        name = t.name if len(t.name) <= 22 else t.name[:19] + "..."
+        name = t.name
+        if processes and name.endswith(f" (pid {t.pid})"):
+            name = name[: -len(f" (pid {t.pid})")]
+        name = name if len(name) <= 22 else name[:19] + "..."
+        pid = f"{t.pid:>7} " if processes else ""
         cpu_pct = 100.0 * t.cpu_ns / duration
         gil = "-" if t.gil_fraction is None else f"{100.0 * t.gil_fraction:.1f}%"
         idle = f"{100.0 * t.idle_fraction:>5.1f}%"
         if t.signal_blocked:  # not sampled: its CPU time is real, no share of it is known
             gil = idle = "-"
         lines.append(
-            f"  {name:<22} {t.native_thread_id:>7} {t.samples:>7} "
+            f"  {name:<22} {pid}{t.native_thread_id:>7} {t.samples:>7} "
             f"{_seconds(t.cpu_ns):>8} {cpu_pct:>5.1f}% {gil:>6} {idle:>6}"
         )
     rest = ranked_threads[THREAD_ROWS:]
