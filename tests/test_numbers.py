@@ -18,6 +18,7 @@ import pytest
 import spprof
 from conftest import SCRIPTS, run_python
 from spprof import output
+from spprof.output import html as html_output
 
 ROW = re.compile(r"^  (\S+)\s+(\d+)\s+(\d+)\s+([\d.]+)s\s+([\d.]+)%\s+(\S+)\s+([\d.]+)%$")
 
@@ -93,7 +94,7 @@ def test_recording_report_and_formats_agree(tmp_path, mode: str, flags: list[str
     assert sum(sum(p["weights"]) for p in speedscope["profiles"]) == total_ns
     gecko = json.loads(output.render(profile, "gecko"))
     assert sum(len(t["samples"]["stack"]) for t in gecko["threads"]) == kept
-    page = output.html.page_data(profile)
+    page = html_output.page_data(profile)
     assert sum(t["samples"] for t in page["threads"]) == kept
     assert page["summary"].startswith(f"{kept} samples")
     for row in table.values():
