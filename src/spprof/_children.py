@@ -1,9 +1,10 @@
 """Child processes over a session: their CPU time and how many were forked.
 
-spprof samples the process it runs in. A program whose work happens in child processes
+A session samples the process it runs in; its children are profiled only with
+--subprocesses (_subprocesses.py). A program whose work happens in child processes
 (multiprocessing pools, a pre-fork server's workers, subprocess.run) would otherwise get a
-profile that silently leaves that work out; the summary names it instead (issue 25: without
-child-process profiling, say how many children ran and how much CPU they used).
+profile that silently leaves that work out; the summary names it instead, and with
+--subprocesses says how much of it the merged children hold (output/report.py).
 
 The CPU time is getrusage(RUSAGE_CHILDREN): children (and the descendants they waited for)
 that ended and were waited for during the session. A child still running at stop() is not in
