@@ -41,7 +41,8 @@ DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_versi
             "numpy==2.5.5; python_version>='3.12'" "numpy==2.2.6; python_version=='3.10' or python_version=='3.11'" \
             "numpy==2.0.2; python_version<'3.10'" "uvicorn==0.54.0; python_version>='3.10'" \
             "mypy==1.20.2; python_version>='3.10'" "gunicorn==27.0.1; python_version>='3.10'" \
-            "django==5.2.19; python_version>='3.10'" "asgiref==3.13.0; python_version>='3.10'" \
+            "django==5.2.19; python_version>='3.10'" "asgiref==3.12.1; python_version=='3.10'" \
+            "asgiref==3.13.0; python_version>='3.11'" \
             "sqlparse==0.6.1; python_version>='3.10'"
 RUFF := ruff==0.17.6
 MYPY := mypy==1.20.2
