@@ -93,7 +93,7 @@ def test_a_forked_child_is_profiled_under_its_own_pid(tmp_path):
     assert "forked_child_work" not in by_pid[root]
     assert 0.05 <= by_pid[root]["parent_work"] <= 0.2, by_pid[root]
     assert "parent_work" not in by_pid[child]
-    names = {t.name for t in profile.threads if t.pid == child}
+    names = {t.label for t in profile.threads if t.pid == child}
     assert names == {f"MainThread (pid {child})"}, names
     processes = profile.metadata["processes"]
     assert [p["pid"] for p in processes] == [root, child]

@@ -70,6 +70,12 @@ class Sample:
     thread_end: bool = False
 
 
+def thread_label(name: str, pid: int) -> str:
+    """A thread's name as every format shows it: with its process when it has one (pid 0:
+    the profile holds one process)."""
+    return f"{name} (pid {pid})" if pid else name
+
+
 @dataclass(frozen=True)
 class ThreadInfo:
     """A thread seen during the session."""
@@ -90,6 +96,11 @@ class ThreadInfo:
     signal_blocked: bool = False  # blocks the sampling signal: not sampled, CPU time reported
     pid: int = 0  # its process when --subprocesses merged several (0: the profile's own)
 
+    @property
+    def label(self) -> str:
+        """The name, with the process when the profile holds several: `MainThread (pid 42)`."""
+        return thread_label(self.name, self.pid)
+
 
 @dataclass(frozen=True)
 class ThreadRecord:
@@ -109,6 +120,11 @@ class ThreadRecord:
     native_only: bool = False  # found without a Python thread state; identified by native_id
     signal_blocked: bool = False  # blocks the sampling signal: left alone, CPU time reported
     pid: int = 0  # its process, set when --subprocesses merged several (0: the profile's own)
+
+    @property
+    def label(self) -> str:
+        """The name, with the process when the profile holds several: `MainThread (pid 42)`."""
+        return thread_label(self.name, self.pid)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ThreadRecord:
@@ -244,7 +260,7 @@ class ProfileData:
                         timestamp_ns=ts,
                         thread_id=t.ident,
                         native_thread_id=t.native_id,
-                        thread_name=t.name,
+                        thread_name=t.label,
                         weight_ns=weight,
                         frames=frames,
                         on_cpu=bool(flags & FLAG_ON_CPU),

@@ -2,9 +2,9 @@
 
 Frames and stacks are interned across processes (forked workers run the same code, so their
 tables are mostly the parent's), rows are renumbered, and every thread record carries its
-process id; each thread's name says its process, so every format (which names threads, not
-processes) shows which process a thread was in. metadata["processes"] lists the processes,
-the session's own first: pid, parent, command line, samples and CPU time.
+process id: every format shows a thread by its label, `NAME (pid N)` (ThreadRecord.label).
+metadata["processes"] lists the processes, the session's own first: pid, parent, command
+line, samples and CPU time.
 
 The session's own counters stay its own (the CPU balance is of its process); each child's
 are in its entry of metadata["processes"], and the samples they dropped add to
@@ -45,10 +45,6 @@ def process_entry(profile: ProfileData) -> dict[str, Any]:
 def _entries(profile: ProfileData) -> list[dict[str, Any]]:
     merged = profile.metadata.get("processes")
     return list(merged) if merged else [process_entry(profile)]
-
-
-def thread_label(name: str, pid: int) -> str:
-    return f"{name} (pid {pid})"
 
 
 def _absolute(f: Frame, cwd: str) -> Frame:
@@ -92,12 +88,8 @@ def merge(own: P, children: Sequence[ProfileData]) -> P:
             smap.append(sid)
         pid = int(part.metadata.get("pid") or 0)
         base = len(threads)
-        for t in part.thread_table:
-            if t.pid:  # merged before (a --subprocesses profile): named already
-                threads.append(replace(t, serial=base + t.serial))
-            else:
-                name = thread_label(t.name, pid)
-                threads.append(replace(t, serial=base + t.serial, pid=pid, name=name))
+        for t in part.thread_table:  # a profile merged before keeps its threads' pids
+            threads.append(replace(t, serial=base + t.serial, pid=t.pid or pid))
         for ts, weight, stack, tf in ROW.iter_unpack(part.rows):
             serial = (tf & SERIAL_MASK) + base
             packed.append((ts, weight, smap[stack], serial | (tf & ~SERIAL_MASK)))

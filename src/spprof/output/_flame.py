@@ -83,7 +83,7 @@ def build_tree(profile: ProfileData, thread_roots: bool = False) -> Node:
         cur.samples += n
         if thread_roots:
             t = threads[serial]
-            cur = cur.child((f"{t.name} (tid {t.native_id})", "", 0), thread=True)
+            cur = cur.child((f"{t.label} (tid {t.native_id})", "", 0), thread=True)
             cur.total_ns += w
             cur.samples += n
         ids = profile.stacks[stack]

@@ -120,7 +120,7 @@ def render(profile: ProfileData) -> bytes:
         if tid not in tracks:  # a thread whose Python state was recreated keeps one track
             tracks[tid] = _Track(profile, pid, tid)
             for name, args in (
-                ("thread_name", {"name": t.name}),
+                ("thread_name", {"name": t.label}),
                 ("thread_sort_index", {"sort_index": len(tracks) - 1}),
             ):
                 events.append({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args})

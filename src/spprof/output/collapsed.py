@@ -45,7 +45,7 @@ def render(profile: ProfileData, thread_roots: bool = False) -> bytes:
     threads = profile.thread_table
     for (serial, stack), (_, w) in profile.stack_weights().items():
         t = threads[serial]
-        key = (thread_label(t.name, t.native_id) if thread_roots else "", stack)
+        key = (thread_label(t.label, t.native_id) if thread_roots else "", stack)
         weights[key] = weights.get(key, 0) + w
     lines = []
     for (root, stack), w in weights.items():

@@ -290,9 +290,9 @@ def render(profile: ProfileData) -> bytes:
                 th.add_marker(
                     marker_names[m], schema, cat, _ms(run[0] - t0), _ms(run[1] - t0), int(run[2])
                 )
-        name = recs[0].name
+        name = recs[0].label
         pid, process = profile.process_of(recs[0])
-        main = name == "MainThread" or name == f"MainThread (pid {pid})"  # (--subprocesses)
+        main = recs[0].name == "MainThread"
         if main and main_index < 0:  # the first process's: the session's own
             main_index = len(threads)
         ended = [r.ended_ns for r in recs]

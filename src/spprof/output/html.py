@@ -72,7 +72,7 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
         "stacks": stacks,
         "threads": [
             {
-                "name": t.name,
+                "name": t.label,
                 "tid": t.native_thread_id,
                 "samples": t.samples - t.left_out,  # in the profile, as the flame graph
                 "weight_ns": t.weight_ns,

@@ -148,7 +148,7 @@ def render(profile: ProfileData) -> bytes:
         label = labels.get(serial)
         if label is None:
             t = threads[serial]
-            name = field_varint(LABEL_KEY, key_name) + field_varint(LABEL_STR, strings(t.name))
+            name = field_varint(LABEL_KEY, key_name) + field_varint(LABEL_STR, strings(t.label))
             tid = field_varint(LABEL_KEY, key_id) + field_varint(LABEL_NUM, t.native_id)
             label = field_bytes(S_LABEL, name) + field_bytes(S_LABEL, tid)
             if t.pid:  # --subprocesses: which process

@@ -171,7 +171,7 @@ def summary(
         )
 
     lines.append("")
-    # Several processes (--subprocesses): a PID column, the names without their "(pid N)".
+    # Several processes (--subprocesses): a PID column beside the threads' names.
     processes = any(t.pid for t in run.threads)
     pid_head = f"{'PID':>7} " if processes else ""
     lines.append(
@@ -181,10 +181,7 @@ def summary(
     duration = profile.duration_ns or 1
     ranked_threads = sorted(run.threads, key=lambda t: t.weight_ns, reverse=True)
     for t in ranked_threads[:THREAD_ROWS]:
-        name = t.name
-        if processes and name.endswith(f" (pid {t.pid})"):
-            name = name[: -len(f" (pid {t.pid})")]
-        name = name if len(name) <= 22 else name[:19] + "..."
+        name = t.name if len(t.name) <= 22 else t.name[:19] + "..."
         pid = f"{t.pid:>7} " if processes else ""
         cpu_pct = 100.0 * t.cpu_ns / duration
         gil = "-" if t.gil_fraction is None else f"{100.0 * t.gil_fraction:.1f}%"
@@ -285,7 +282,7 @@ def _thread_coverage_lines(profile: ProfileData) -> list[str]:
     blocked = [t for t in profile.threads if t.signal_blocked]
     if blocked:
         names = ", ".join(
-            f'"{t.name}" (tid {t.native_thread_id}, {_seconds(t.cpu_ns)} CPU)' for t in blocked[:5]
+            f'"{t.label}" (tid {t.native_thread_id}, {_seconds(t.cpu_ns)} CPU)' for t in blocked[:5]
         )
         more = f" and {len(blocked) - 5} more" if len(blocked) > 5 else ""
         lines.append(f"  note: not sampled, they block the sampling signal: {names}{more}")

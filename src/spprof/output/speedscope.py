@@ -52,7 +52,7 @@ def render(profile: ProfileData) -> bytes:
         profiles.append(
             {
                 "type": "sampled",
-                "name": f"{t.name} (tid {t.native_id})",
+                "name": f"{t.label} (tid {t.native_id})",
                 "unit": "nanoseconds",
                 "startValue": 0,
                 "endValue": sum(weights),
