@@ -225,15 +225,22 @@ class ProfileData:
         for ts, weight, stack, tf in ROW.iter_unpack(self.rows):
             yield ts, weight, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS
 
-    def process_of(self, t: ThreadRecord) -> tuple[int, str]:
+    def process_names(self) -> Callable[[ThreadRecord], tuple[int, str]]:
         """A thread's process: (pid, "COMMAND LINE (pid N)"), from metadata["processes"]
-        when --subprocesses merged several, else the session's own."""
+        when --subprocesses merged several, else the session's own. Read once per writer:
+        a merge of 1,000 children lists 1,000 processes."""
         own = int(self.metadata.get("pid") or 0)
-        pid = t.pid or own
+        default = str(self.metadata.get("name") or "python")
+        names: dict[int, str] = {}
         for p in self.metadata.get("processes") or ():
-            if p.get("pid") == pid and p.get("argv"):
-                return pid, f"{' '.join(str(a) for a in p['argv'])} (pid {pid})"
-        return pid, f"{self.metadata.get('name') or 'python'} (pid {pid})"
+            if p.get("argv"):  # the first entry of a pid: before an exec, its first image
+                names.setdefault(int(p.get("pid") or 0), " ".join(str(a) for a in p["argv"]))
+
+        def process_of(t: ThreadRecord) -> tuple[int, str]:
+            pid = t.pid or own
+            return pid, f"{names.get(pid, default)} (pid {pid})"
+
+        return process_of
 
     @property
     def sample_count(self) -> int:

@@ -107,10 +107,11 @@ def render(profile: ProfileData) -> bytes:
     events: list[dict[str, Any]] = []
     named: set[int] = set()  # processes: the session's, and its children (--subprocesses)
     tracks: dict[int, _Track] = {}
+    process_of = profile.process_names()
     for serial in sorted(per_thread, key=lambda s: (threads[s].registered_ns, s)):
         t = threads[serial]
         tid = t.native_id
-        pid, process = profile.process_of(t)
+        pid, process = process_of(t)
         pid = pid or 1
         if pid not in named:
             named.add(pid)

@@ -256,6 +256,7 @@ def render(profile: ProfileData) -> bytes:
     threads: list[dict[str, Any]] = []
     marker_names = [strings(m[0]) for m in MARKERS]
     main_index = -1
+    process_of = profile.process_names()
     for key in sorted(keys, key=lambda k: min(records[s].registered_ns for s in keys[k])):
         recs = [records[s] for s in keys[key]]
         th = _Thread(profile, strings)
@@ -291,7 +292,7 @@ def render(profile: ProfileData) -> bytes:
                     marker_names[m], schema, cat, _ms(run[0] - t0), _ms(run[1] - t0), int(run[2])
                 )
         name = recs[0].label
-        pid, process = profile.process_of(recs[0])
+        pid, process = process_of(recs[0])
         main = recs[0].name == "MainThread"
         if main and main_index < 0:  # the first process's: the session's own
             main_index = len(threads)
