@@ -118,6 +118,10 @@ class Server:
     # (and fork) while the thread has yet to close the connection and end.
     replying: set[threading.Thread] = field(default_factory=set)
     conns: set[socket.socket] = field(default_factory=set)  # being served (a fork's child closes)
+    # The local addresses of our own wake-up connections not accepted yet: the accept thread
+    # may see `stopping` before it is back in accept(), and the connection then waits in the
+    # backlog for the next accept thread (after a fork), which must not serve it as a request.
+    wakers: set[tuple[str, int]] = field(default_factory=set)
     handlers_lock: threading.Lock = field(default_factory=threading.Lock)
     stats: dict[str, int] = field(
         default_factory=lambda: {
@@ -149,7 +153,7 @@ class Server:
     def _accept_loop(self) -> None:
         while not self.stopping.is_set():
             try:
-                conn, _ = self.sock.accept()
+                conn, peer = self.sock.accept()
             except OSError as exc:
                 if self.stopping.is_set():
                     return
@@ -158,6 +162,9 @@ class Server:
                 self.stats["http_errors"] += 1
                 _stderr.say(f"spprof: the pprof endpoint stopped serving: accept failed: {exc}")
                 return
+            if self._is_waker(peer):
+                conn.close()
+                continue  # ours: `stopping` says whether to go on
             if self.stopping.is_set():
                 conn.close()
                 return
@@ -261,10 +268,29 @@ class Server:
         if host in ("0.0.0.0", "::"):
             host = "127.0.0.1" if host == "0.0.0.0" else "::1"
         try:
-            socket.create_connection((host, port), timeout=1.0).close()
+            with socket.socket(self.sock.family, socket.SOCK_STREAM) as waker:
+                waker.settimeout(1.0)
+                waker.bind((host, 0))  # its address known before the accept thread can see it
+                me = _addr(waker.getsockname())
+                with self.handlers_lock:
+                    self.wakers.add(me)
+                try:
+                    waker.connect((host, port))
+                except OSError:
+                    with self.handlers_lock:
+                        self.wakers.discard(me)
+                    raise
         except OSError as exc:
             _debug.debug(f"http: could not wake the accept thread: {exc}")
         _join(t, JOIN_TIMEOUT_S)
+
+    def _is_waker(self, peer: object) -> bool:
+        with self.handlers_lock:
+            try:
+                self.wakers.remove(_addr(peer))
+            except KeyError:
+                return False
+            return True
 
     def close(self) -> dict[str, int]:
         """At the session's stop: no new requests, a request in a window gets what there is
@@ -290,6 +316,13 @@ class Server:
         else:  # the program closed our number and it names something else now: leave it
             self.stats["http_fd_lost"] += 1
             self.sock.detach()
+
+
+def _addr(sockaddr: object) -> tuple[str, int]:
+    """(host, port) of a socket address of either family."""
+    if isinstance(sockaddr, tuple) and len(sockaddr) >= 2:
+        return str(sockaddr[0]), int(sockaddr[1])
+    return str(sockaddr), 0
 
 
 def _join(t: threading.Thread, timeout: float) -> None:
