@@ -28,9 +28,7 @@ connections being served, so the port is free once the parent ends.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
-import resource
 import socket
 import threading
 import time
@@ -39,6 +37,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from urllib.parse import parse_qs, urlsplit
 
 from . import _debug, _stderr
+from ._high_fd import identity, move_high, still_ours
 from ._http_address import HttpAddress
 from ._own_threads import own_thread
 from ._rows import SERIAL_MASK, THREAD_AND_FLAGS_WORD
@@ -66,17 +65,6 @@ session (<code>?seconds=N</code>, 1-3600, default 30), gzipped pprof protobuf:
 """
 
 
-_DUPFD = getattr(fcntl, "F_DUPFD_CLOEXEC", fcntl.F_DUPFD)  # close-on-exec set after, too
-
-
-def _fd_floor() -> int:
-    """held_fd_floor() in Python: 512, or half the soft RLIMIT_NOFILE when that is below 1024."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < 1024:
-        return max(3, soft // 2)
-    return 512
-
-
 def bind(address: HttpAddress) -> Server:
     """A listening socket on `address`, moved out of the program's descriptor numbers; OSError
     (naming the address) when it cannot be bound."""
@@ -91,16 +79,8 @@ def bind(address: HttpAddress) -> Server:
         raise OSError(
             exc.errno, f"--http: cannot listen on {address.host}:{address.port}: {exc.strerror}"
         ) from None
-    try:
-        high = fcntl.fcntl(sock.fileno(), _DUPFD, _fd_floor())
-        os.set_inheritable(high, False)
-    except OSError as exc:  # no number free up there: keep the low one (still close-on-exec)
-        _debug.debug(f"http: listening socket kept at fd {sock.fileno()}: {exc}")
-    else:
-        sock.close()
-        sock = socket.socket(family, socket.SOCK_STREAM, 0, high)
-    st = os.fstat(sock.fileno())
-    return Server(sock, (st.st_dev, st.st_ino))
+    sock = move_high(sock, "http")
+    return Server(sock, identity(sock))
 
 
 @dataclass
@@ -306,12 +286,7 @@ class Server:
         return dict(self.stats)
 
     def _close_socket(self) -> None:
-        try:
-            st = os.fstat(self.sock.fileno())
-            ours = (st.st_dev, st.st_ino) == self.identity
-        except (OSError, ValueError):
-            ours = False
-        if ours:
+        if still_ours(self.sock, self.identity):
             self.sock.close()
         else:  # the program closed our number and it names something else now: leave it
             self.stats["http_fd_lost"] += 1
