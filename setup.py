@@ -3,7 +3,7 @@
 Every .cpp under src/spprof/_ext is compiled except the OS layer, of which exactly one side
 is chosen: platform/linux.cpp and every platform/*_linux.cpp on Linux, platform/darwin.cpp,
 platform/darwin_mach.cpp and every platform/*_darwin.cpp on macOS;
-platform/exit_signals_posix.cpp (POSIX) is built on both. Environment switches (used
+platform/exit_signals_posix.cpp and platform/fd_poll_posix.cpp (POSIX) are built on both. Environment switches (used
 by the Makefile and CI):
   SPPROF_WERROR=1    -Wall -Wextra -Werror on our own code
   SPPROF_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer build
@@ -33,12 +33,13 @@ def _sources() -> list[str]:
         for p in (HERE / EXT_DIR).rglob("*.cpp")
         if "platform" not in p.relative_to(HERE / EXT_DIR).parts
     )
-    posix = "platform/exit_signals_posix.cpp"  # both: the CLI's exit-signal handler
+    # Both: the CLI's exit-signal handler, the control socket's poll.
+    posix = ["platform/exit_signals_posix.cpp", "platform/fd_poll_posix.cpp"]
     if sys.platform == "darwin":
-        os_layer = ["platform/darwin.cpp", "platform/darwin_mach.cpp", posix]
+        os_layer = ["platform/darwin.cpp", "platform/darwin_mach.cpp", *posix]
         suffix = "_darwin.cpp"
     elif sys.platform.startswith("linux"):
-        os_layer = ["platform/linux.cpp", posix]
+        os_layer = ["platform/linux.cpp", *posix]
         suffix = "_linux.cpp"
     else:
         raise SystemExit(f"spprof supports Linux and macOS, not {sys.platform}")

@@ -235,12 +235,14 @@ FD_COUNT = textwrap.dedent(
         pass
     time.sleep(0.2)
     during = fds() - before
+    sockets = [fd for fd in during if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")]
     stop.set()
     for t in workers:
         t.join()
     held_at_stop = spprof.stop().stats.get("fds_held", 0)
     after = fds() - before
-    counts = {"during": sorted(during), "after": sorted(after), "held_at_stop": held_at_stop}
+    counts = {"during": sorted(during), "after": sorted(after), "held_at_stop": held_at_stop,
+              "sockets": sockets}
     print(json.dumps(counts))
     """
 )
@@ -261,9 +263,11 @@ def test_spprof_holds_one_descriptor_per_thread_plus_one_all_high_none_after_sto
     assert r.returncode == 0, r.stderr
     counts = json.loads(r.stdout)
     during, after = counts["during"], counts["after"]
-    # docs/reliability.md: /proc/self/task, plus one stat file per thread the session read
-    # (at most the 1 + `threads` threads of the program), all at the floor or above.
-    assert 1 <= len(during) <= 1 + 1 + threads, r.stdout
+    # docs/reliability.md: /proc/self/task, the control socket (_control.py), plus one stat
+    # file per thread the session read (at most the 1 + `threads` threads of the program),
+    # all at the floor or above.
+    assert 2 <= len(during) <= 2 + 1 + threads, r.stdout
+    assert len([fd for fd in during if fd in counts["sockets"]]) == 1, r.stdout
     assert all(fd >= FLOOR for fd in during), r.stdout
     assert after == [], r.stdout  # nothing left after stop
     assert counts["held_at_stop"] == 0, r.stdout

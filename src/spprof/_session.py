@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional, TypeVar
 from . import (
     _async_view,
     _children,
+    _control,
     _debug,
     _exit_calls,
     _ext,
@@ -118,6 +119,8 @@ _INNER_FILES = _package_files(
     "_async_view.py",
     "_http.py",
     "_http_address.py",
+    "_control.py",
+    "_high_fd.py",
 )
 
 
@@ -258,6 +261,7 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
             _subprocesses.begin(cfg)
     if listener is not None:
         _http.serve(listener, _http_window)
+    _control.open_channel(_control_window, _control_window_to, not _subprocesses.in_child())
     if cfg.output_path is not None:
         _cover_exits()
     if _debug.enabled:  # stats() costs a native call and a dataclass: only when it is printed
@@ -304,7 +308,9 @@ def _tidy(profile: Profile) -> Profile:
 
 def _stop_and_write() -> Profile:
     global _active, _family_child
-    # The endpoint first: a request in a window gets the window up to now, then its threads
+    # The control channel first: the drain thread serves it, and is joined below.
+    control_stats = _control.close_channel()
+    # The endpoint next: a request in a window gets the window up to now, then its threads
     # are joined and its socket closed, before the session's samples are taken.
     http_stats = _http.shutdown()
     with _lock:
@@ -322,6 +328,7 @@ def _stop_and_write() -> Profile:
     if _children_start is not None:
         profile.stats.update(_children.since(_children_start))
     profile.stats.update(http_stats)
+    profile.stats.update(control_stats)
     if _carried is not None:  # the part before an exec that failed
         profile, _carried = _exit_calls.join(_carried, profile), None
     if cfg.subprocesses:  # the root merges its children (a child leaves its own to the root)
@@ -476,6 +483,29 @@ def _http_window(seconds: float, ending: threading.Event) -> Optional[bytes]:
     ending.wait(seconds)
     profile = _close_window(window, _metadata(window.session))
     return render(profile, "pprof") if profile is not None else None
+
+
+def _control_window() -> Optional[_windows.Window]:
+    """`spprof record --pid`'s window (_control.py, on the drain thread): every thread of
+    the running session, a --subprocesses child's too (its session is the family's)."""
+    with _lock:
+        session = _active if _ext.is_active() else None
+        generation = _generation
+    if session is None:
+        return None
+    window = _windows.Window(session, generation, {})
+    window.open()
+    return window
+
+
+def _control_window_to(window: _windows.Window, path: str) -> Optional[int]:
+    """The window's profile written to `path` (.spprof); its samples, None when the session
+    is gone."""
+    profile = _close_window(window, _metadata(window.session))
+    if profile is None:
+        return None
+    write(profile, path, "spprof")
+    return profile.sample_count
 
 
 def stats() -> SessionStats:
@@ -694,6 +724,7 @@ def _after_fork_child() -> None:
         _remove_thread_hook()
         _active = None
     _carried = _before_exec = None
+    _control.after_fork_child()
     if _covers_exit_calls:
         _covers_exit_calls = False
         _exit_calls.disable()

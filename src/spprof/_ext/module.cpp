@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "session/code_keepalive.h"
+#include "session/control_wake.h"
 #include "session/exit_dump.h"
 #include "error.h"
 #include "exit_calls.h"
@@ -497,11 +498,37 @@ bool fork_returned() {
 bool g_restart_queued = false;
 #endif
 
+// _control_listen(fd, handler): the control channel's socket and handler (control_wake.h);
+// fd -1 / handler None: listen no more.
+PyObject* py_control_listen(PyObject*, PyObject* args) {
+    int fd = -1;
+    PyObject* handler = nullptr;
+    if (!PyArg_ParseTuple(args, "iO:_control_listen", &fd, &handler)) return nullptr;
+    if (handler != Py_None && !PyCallable_Check(handler)) {
+        PyErr_SetString(PyExc_TypeError, "_control_listen: handler must be callable or None");
+        return nullptr;
+    }
+    control_wake_set(fd, handler == Py_None ? nullptr : handler);
+    Py_RETURN_NONE;
+}
+
+// _thread_cpu_ns(native_id, ident) -> the thread's CPU time, None when it cannot be read
+// (spprof dump: on-CPU or idle, from two readings).
+PyObject* py_thread_cpu_ns(PyObject*, PyObject* args) {
+    unsigned long long tid = 0;
+    unsigned long ident = 0;
+    if (!PyArg_ParseTuple(args, "Kk:_thread_cpu_ns", &tid, &ident)) return nullptr;
+    uint64_t ns = 0;
+    if (!platform_thread_cpu_ns_of(tid, ident, &ns)) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(ns);
+}
+
 PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     platform_after_fork_child();
     CodeKeepAlive::forget_after_fork();
     exit_dump_disarm();
+    control_wake_forget_after_fork();
     own_threads_after_fork_child();  // the parent's threads of ours were not copied
     g_forks_in_flight = 0;           // the forks other threads had begun are the parent's
     g_fork_hooks_inside = 0;         // and so are the hooks they were in
@@ -751,6 +778,11 @@ PyMethodDef kMethods[] = {
      "samples in [t0_ns, t1_ns] (monotonic_ns()), of the thread native_tid (0: every thread)"},
     {"monotonic_ns", py_monotonic_ns, METH_NOARGS, "monotonic_ns() -> int: the clock sample times are read on"},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
+    {"_thread_cpu_ns", py_thread_cpu_ns, METH_VARARGS,
+     "_thread_cpu_ns(native_id, ident) -> the thread's CPU time in ns, None when not readable"},
+    {"_control_listen", py_control_listen, METH_VARARGS,
+     "_control_listen(fd, handler): the drain thread calls handler() (GIL held) when a client "
+     "waits on fd or the seconds it returned have passed; fd -1, handler None: no more"},
     {"stop_threads_for_fork", py_stop_threads_for_fork, METH_NOARGS,
      "before os.fork, in the parent: stop spprof's helper threads (the drain, the wall census, the exit-signal watcher)"},
     {"restart_threads_after_fork", py_restart_threads_after_fork, METH_VARARGS,

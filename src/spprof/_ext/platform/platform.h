@@ -167,6 +167,12 @@ bool platform_signal_thread(uint64_t tid, uint32_t serial);
 // stopped), -1 when that cannot be told. Sampler thread (Linux: one /proc read).
 int platform_thread_runnable(uint64_t tid);
 
+// ---- the control socket (platform/fd_poll_posix.cpp) ------------------------------------------
+// True when `fd` has something to read (a connection waiting on a listening socket), has
+// failed or is not open (the program closed our number: its owner must find out). Never
+// blocks. Any thread, no GIL.
+bool platform_fd_readable(int fd);
+
 // ---- the fault guard -------------------------------------------------------------------------
 // A capture follows pointers of a frame chain that the interrupted code may have left torn
 // (CPython 3.12 entering a generator, greenlet switching stacks, C code we have not met), so

@@ -7,6 +7,7 @@
 #include "../own_threads.h"
 #include "../platform/platform.h"
 #include "../signal_handler.h"
+#include "control_wake.h"
 
 namespace spprof {
 
@@ -62,9 +63,12 @@ void* DrainThread::main(void* arg) {
         // Every wake-up, without the GIL: a SIGSEGV/SIGBUS handler the program installed since
         // the last one is put behind the fault guard again.
         platform_fault_guard_keep();
-        if (++idle_periods < kMaxIdlePeriods && !capture_take_drain_request() && !platform_handler_replaced())
-            continue;
-        idle_periods = 0;
+        // The control socket (control_wake.h): one poll, the GIL only when a client waits.
+        const bool serve = control_wake_due();
+        const bool pass = !(++idle_periods < kMaxIdlePeriods && !capture_take_drain_request() &&
+                            !platform_handler_replaced());
+        if (!serve && !pass) continue;
+        if (pass) idle_periods = 0;
         PyEval_RestoreThread(saved);
         // stop() may have come while this thread waited for the GIL: then no pass.
         bool stopping;
@@ -72,7 +76,8 @@ void* DrainThread::main(void* arg) {
             std::lock_guard<std::mutex> lock(self->mutex_);
             stopping = self->stop_;
         }
-        if (!stopping) self->pass_(self->pass_arg_);
+        if (!stopping && serve) control_wake_serve();
+        if (!stopping && pass) self->pass_(self->pass_arg_);
         saved = PyEval_SaveThread();
     }
     PyEval_RestoreThread(saved);

@@ -5,7 +5,8 @@
 // pass only when a capture left its ring over a quarter full, when the application replaced
 // our sampling-signal handler, or at the latest every kMaxIdlePeriods-th wake-up: each pass
 // costs the running program a GIL hand-off and the drain a thread scan. Every wake-up, GIL or not, puts the
-// fault guard back in front of a SIGSEGV/SIGBUS handler the program installed meanwhile.
+// fault guard back in front of a SIGSEGV/SIGBUS handler the program installed meanwhile,
+// and asks whether the control socket has a client (control_wake.h: served with the GIL).
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
