@@ -4,6 +4,8 @@
     spprof convert IN.spprof [-f FORMAT] [-o OUT|-]                     cli/convert.py
     spprof report IN.spprof [--top N] [--diff BASE]                     cli/report.py
     spprof diff BASE.spprof NEW.spprof [-o OUT] [-f html|collapsed]     cli/diff.py
+    spprof record --pid PID [--duration S] [-o OUT]                     cli/record_pid.py
+    spprof dump PID [--json]                                            cli/dump.py
 
 A subcommand word counts only as the very first argument: anything else (`spprof ./report`,
 `spprof -- report`, `spprof script.py`) means record. Errors: cli/errors.py.
@@ -19,7 +21,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-from . import convert, diff, record, report
+from . import convert, diff, dump, record, report
 
 # First-argument words main() hands the rest of argv to.
 SUBCOMMAND_DISPATCH: dict[str, Callable[[list[str]], int]] = {
@@ -27,6 +29,7 @@ SUBCOMMAND_DISPATCH: dict[str, Callable[[list[str]], int]] = {
     "convert": convert.main,
     "report": report.main,
     "diff": diff.main,
+    "dump": dump.main,
 }
 
 

@@ -36,6 +36,7 @@ from .._version import __version__
 from ..output import FORMATS, check_format, check_writable, guess_format, write
 from ..output.report import summary
 from .errors import EXIT_USAGE, CliError, Parser, error_exit
+from .record_pid import record_pid
 
 ProfileT = TypeVar("ProfileT", bound=ProfileData)
 
@@ -44,7 +45,9 @@ USAGE = (
     "       spprof record [options] (script.py | -m module | -c code) [args]\n"
     "       spprof convert IN [-f FORMAT] [-o OUT]\n"
     "       spprof report IN [--top N] [--diff BASE]\n"
-    "       spprof diff BASE NEW [-o OUT] [-f FORMAT]"
+    "       spprof diff BASE NEW [-o OUT] [-f FORMAT]\n"
+    "       spprof record --pid PID [--duration S] [-o OUT]\n"
+    "       spprof dump PID [--json]"
 )
 
 MODES = ("cpu", "wall")
@@ -128,6 +131,16 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
         "--top", type=int, default=10, metavar="N", help="functions in the summary (default 10)"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+
+
+def _duration(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"duration must be 0-3600 seconds, got {text!r}")
+    return seconds
 
 
 def _interval(text: str) -> float:
@@ -231,6 +244,21 @@ def _parser() -> Parser:
     p.add_argument("--version", action="version", version=f"spprof {__version__}")
     add_session_options(p)
     add_http_options(p)
+    p.add_argument(
+        "-p",
+        "--pid",
+        default=None,
+        metavar="PID",
+        help="record a window on the session of a process that runs spprof already",
+    )
+    p.add_argument(
+        "-d",
+        "--duration",
+        type=_duration,
+        default=None,
+        metavar="S",
+        help="with --pid: seconds to record (default: until Ctrl-C)",
+    )
     # -m and -c end spprof's options as they end python's: the rest is the program's argv.
     p.add_argument(
         "-m", dest="module", nargs=argparse.REMAINDER, metavar="module", help="run a module"
@@ -449,6 +477,10 @@ def record(argv: list[str]) -> int:
     """`spprof [record] [options] target [args]`: run the target under the profiler."""
     try:
         opts = _parser().parse_args(argv)
+        if opts.pid is not None:
+            return record_pid(opts, argv, output_format(opts.format, opts.output))
+        if opts.duration is not None:
+            raise CliError("--duration goes with --pid (a program runs until it ends)")
         kind, target, args = _target(opts)
         if kind == "none" or target is None:
             _parser().print_usage(sys.stderr)

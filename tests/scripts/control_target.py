@@ -1,0 +1,52 @@
+"""Run under spprof (`python -m spprof ...` or with argv[2] == "api": spprof.start()):
+tests/test_control.py talks to it with `spprof dump` and `spprof record --pid`.
+
+argv[1] is a directory shared with the test. The program starts a thread named "waiter"
+blocked on an Event, writes its pid to DIR/ready, then burns CPU in spin() on the main
+thread until DIR/stop exists, and ends.
+"""
+
+import os
+import sys
+import threading
+import time
+
+import spprof
+
+DIR = sys.argv[1]
+STOP = os.path.join(DIR, "stop")
+gate = threading.Event()
+
+
+def waiting() -> None:
+    gate.wait()  # the waiter's line
+
+
+def spin() -> int:
+    # The flag is looked for every 50 ms of CPU only: a loop that lets the GIL go and takes
+    # it back every millisecond (os.path.exists) keeps other threads from ever getting it
+    # (CPython's GIL hand-off, docs/usage.md "pprof endpoint"), the drain thread too.
+    x = 0
+    next_look = 0.0
+    while True:
+        if time.thread_time() >= next_look:
+            if os.path.exists(STOP):
+                return x
+            next_look = time.thread_time() + 0.05
+        for i in range(20000):  # the spinner's line
+            x += i * i
+
+
+if sys.argv[2:] == ["api"]:
+    spprof.start(output_path=os.path.join(DIR, "own.spprof"))
+waiter = threading.Thread(target=waiting, name="waiter")
+waiter.start()
+with open(os.path.join(DIR, "ready.tmp"), "w") as f:
+    f.write(str(os.getpid()))
+os.rename(os.path.join(DIR, "ready.tmp"), os.path.join(DIR, "ready"))
+spin()
+gate.set()
+waiter.join()
+if sys.argv[2:] == ["api"]:
+    p = spprof.stop()
+    print({k: v for k, v in p.stats.items() if k.startswith("control")})

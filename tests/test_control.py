@@ -1,0 +1,340 @@
+"""The control channel: `spprof dump PID` and `spprof record --pid PID` against a process that
+runs spprof (spprof/_control.py, cli/dump.py, cli/record_pid.py).
+
+Each case starts tests/scripts/control_target.py in its own interpreter (under the CLI or
+with spprof.start()) and a private SPPROF_RUNTIME_DIR, and talks to it with the CLI the way
+a user would. The target spins in spin() on its main thread and has a thread "waiter"
+blocked on an Event at a known line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from conftest import SCRIPTS, run_python
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "fork"), reason="Unix sockets and the POSIX CLI paths"
+)
+
+TARGET = SCRIPTS / "control_target.py"
+SOURCE = TARGET.read_text().splitlines()
+
+
+def line_of(marker: str) -> int:
+    return next(i for i, text in enumerate(SOURCE, 1) if marker in text)
+
+
+WAITER_LINE = line_of("# the waiter's line")
+SPIN_LINES = {line_of("# the spinner's line"), line_of("# the spinner's line") + 1}
+LOOK_LINE = line_of("if os.path.exists(STOP):")
+
+
+class Target:
+    """control_target.py running under spprof; stop() ends it and returns its output."""
+
+    def __init__(self, tmp: Path, how: str = "cli", env: Optional[dict[str, str]] = None):
+        self.dir = tmp / "shared"
+        self.dir.mkdir()
+        self.env = dict(os.environ, **(env or {}))
+        self.env.setdefault("SPPROF_RUNTIME_DIR", str(tmp / "run"))
+        self.env.pop("SPPROF_DEBUG", None)
+        if how == "cli":
+            out = str(self.dir / "cli.spprof")
+            args = ["-m", "spprof", "-q", "-o", out, str(TARGET), str(self.dir)]
+        else:
+            args = [str(TARGET), str(self.dir), "api"]
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready = self.dir / "ready"
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert self.proc.poll() is None, self.proc.communicate()
+            assert time.monotonic() < deadline, "the target never got ready"
+            time.sleep(0.02)
+        self.pid = int(ready.read_text())
+
+    def spprof(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return run_python("-m", "spprof", *args, env=self.env, timeout=timeout)
+
+    def stop(self) -> tuple[str, str]:
+        (self.dir / "stop").touch()
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, err
+        return out, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.fixture
+def target(tmp_path: Path):
+    t = Target(tmp_path)
+    yield t
+    t.kill()
+
+
+def dump_json(t: Target) -> dict[str, Any]:
+    r = t.spprof("dump", str(t.pid), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_dump_names_each_thread_its_line_and_whether_it_was_on_a_cpu(target: Target):
+    answer = dump_json(target)
+    assert answer["pid"] == target.pid
+    by_name = {t["name"]: t for t in answer["threads"]}
+    # The program's two threads, and nothing of spprof's (the drain thread that answers).
+    assert sorted(by_name) == ["MainThread", "waiter"], answer
+    main, waiter = by_name["MainThread"], by_name["waiter"]
+    assert main["native_id"] == target.pid and main["main"] is True
+    # The stacks are taken with the GIL ours: the spinner is where it let the GIL go (the
+    # flag's stat, inside os.path.exists) or between two bytecodes of its loop.
+    mine = [(f["function"], f["line"]) for f in main["frames"] if f["file"] == str(TARGET)]
+    assert mine[0][0] == "spin" and mine[0][1] in SPIN_LINES | {LOOK_LINE}, main["frames"]
+    assert [f for f, _ in mine] == ["spin", "<module>"], main["frames"]
+    assert main["state"] == "running" and main["cpu_pct"] >= 30, main
+    assert [f["function"].rsplit(".", 1)[-1] for f in waiter["frames"][:1]] == ["wait"]
+    mine = [f for f in waiter["frames"] if f["file"] == str(TARGET)]
+    assert [(f["function"], f["line"]) for f in mine] == [("waiting", WAITER_LINE)]
+    assert waiter["state"] == "idle" and waiter["cpu_pct"] <= 2, waiter
+    out, _ = target.stop()
+    assert out == ""  # the program printed nothing of ours
+
+
+def test_dump_as_text_reads_like_py_spy_dump(target: Target):
+    r = target.spprof("dump", str(target.pid))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"Process {target.pid}: {TARGET} {target.dir}"
+    heads = [ln for ln in lines if ln.startswith("Thread ")]
+    assert heads[0].startswith(f'Thread {target.pid} "MainThread" (running, ')
+    assert heads[1].startswith("Thread ") and '"waiter" (idle, ' in heads[1]
+    assert f"    waiting ({TARGET}:{WAITER_LINE})" in lines
+
+
+def test_record_pid_writes_a_window_of_the_next_seconds_in_the_format_asked(target: Target):
+    out = target.dir / "window.collapsed"
+    t0 = time.monotonic()
+    r = target.spprof("record", "--pid", str(target.pid), "--duration", "1", "-o", str(out))
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert 1.0 <= took < 20, took
+    stacks = {}
+    for row in out.read_text().splitlines():
+        stack, count = row.rsplit(" ", 1)
+        stacks[stack] = int(count)
+    total_s = sum(stacks.values()) / 1e6  # collapsed weights: microseconds of CPU
+    # About one second of the spinning main thread, all in spin().
+    assert 0.6 <= total_s <= 1.4, stacks
+    assert all(s.split(";")[-1].startswith("spin") for s in stacks), stacks
+    assert "samples over" in r.stderr and str(out) in r.stderr  # the summary
+    # The window's .spprof hand-over file is gone from the runtime directory.
+    assert sorted(p.name for p in Path(target.env["SPPROF_RUNTIME_DIR"]).iterdir()) == [
+        f"{target.pid}.sock"
+    ]
+    target.stop()
+    # The session's own profile is whole: the window took nothing from it.
+    assert (target.dir / "cli.spprof").stat().st_size > 0
+
+
+def test_record_pid_without_duration_ends_at_ctrl_c_and_still_writes(target: Target):
+    out = target.dir / "window.collapsed"
+    client = subprocess.Popen(
+        [sys.executable, "-m", "spprof", "record", "-p", str(target.pid), "-o", str(out)],
+        env=target.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    client.send_signal(signal.SIGINT)
+    _, err = client.communicate(timeout=30)
+    assert client.returncode == 0, err
+    assert err.startswith(f"spprof: recording process {target.pid}; Ctrl-C to stop"), err
+    total_s = sum(int(row.rsplit(" ", 1)[1]) for row in out.read_text().splitlines()) / 1e6
+    assert 0.5 <= total_s <= 2.5, total_s  # ~1.3 s of CPU after connecting; the window ended
+
+
+def test_a_session_started_with_spprof_start_answers_and_counts_its_requests(tmp_path: Path):
+    t = Target(tmp_path, how="api")
+    try:
+        assert dump_json(t)["pid"] == t.pid
+        r = t.spprof("record", "--pid", str(t.pid), "-d", "0.5", "-o", str(t.dir / "w.json"))
+        assert r.returncode == 0, r.stderr
+        sock = Path(t.env["SPPROF_RUNTIME_DIR"]) / f"{t.pid}.sock"
+        assert sock.exists()
+        out, _ = t.stop()
+    finally:
+        t.kill()
+    stats = eval(out)
+    assert stats["control_requests"] == 2 and stats["control_errors"] == 0, stats
+    assert not sock.exists()  # stop() removed it
+    r = t.spprof("dump", str(t.pid))
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"spprof: error: no process with id {t.pid}"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["dump", "x1"], "a process id is a positive whole number, got 'x1'"),
+        (["record", "--pid", "{pid}", "--mode", "wall"], "--mode cannot change them"),
+        (["record", "--pid", "{pid}", "-i", "5"], "-i cannot change them"),
+        (["record", "--pid", "{pid}", "x.py"], "give no program to run"),
+        (["record", "--duration", "2", "-c", "pass"], "--duration goes with --pid"),
+        (["record", "--pid", "{pid}", "-d", "0"], "duration must be 0-3600 seconds"),
+    ],
+)
+def test_bad_requests_get_one_line_and_exit_2(target: Target, args: list[str], message: str):
+    r = target.spprof(*[a.format(pid=target.pid) for a in args])
+    assert r.returncode == 2, r.stdout
+    assert r.stderr.count("spprof: error:") == 1 and message in r.stderr, r.stderr
+
+
+def test_a_process_not_running_spprof_or_gone_is_named_as_such(tmp_path: Path):
+    env = {"SPPROF_RUNTIME_DIR": str(tmp_path / "run")}
+    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        r = run_python("-m", "spprof", "dump", str(plain.pid), env=env)
+    finally:
+        plain.kill()
+        plain.wait()
+    assert r.returncode == 2
+    assert f"process {plain.pid} is not running spprof" in r.stderr, r.stderr
+    assert f"SPPROF_RUNTIME_DIR={tmp_path / 'run'}" not in r.stderr  # the dir does not exist
+    r = run_python("-m", "spprof", "dump", str(plain.pid), env=env)
+    assert r.stderr.strip() == f"spprof: error: no process with id {plain.pid}"
+
+
+def test_a_runtime_directory_others_may_enter_is_refused_and_the_program_runs(tmp_path: Path):
+    shared = tmp_path / "run"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    t = Target(tmp_path, env={"SPPROF_RUNTIME_DIR": str(shared)})
+    try:
+        assert list(shared.iterdir()) == []  # no socket where others could reach it
+        r = t.spprof("dump", str(t.pid))
+        t.stop()
+    finally:
+        t.kill()
+    assert r.returncode == 2
+    assert f"{shared} is not a private directory of uid {os.getuid()}" in r.stderr, r.stderr
+    assert (t.dir / "cli.spprof").stat().st_size > 0  # profiled all the same
+
+
+PEER_OF_ANOTHER_UID = """
+import json, os, socket, sys, time
+import spprof
+import spprof._control as control
+spprof.start()
+real = os.getuid()
+class OtherUid:  # the channel's own uid, as another user's peer would see it
+    def __getattr__(self, name):
+        return (lambda: real + 4242) if name == "getuid" else getattr(os, name)
+path = control.socket_path(control.runtime_dir(create=False), os.getpid())
+control.os = OtherUid()
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+s.sendall(b'{"cmd": "dump"}\\n')
+s.settimeout(10)
+try:
+    got = s.recv(100)
+except ConnectionResetError:  # closed with our request unread
+    got = b""
+control.os = os
+p = spprof.stop()
+print(json.dumps({"got": got.decode(), "refused": p.stats["control_refused_peers"],
+                  "requests": p.stats["control_requests"]}))
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="SO_PEERCRED; macOS reads LOCAL_PEERCRED"
+)
+def test_a_peer_of_another_uid_is_refused_before_it_is_read(tmp_path: Path):
+    r = run_python("-c", PEER_OF_ANOTHER_UID, env={"SPPROF_RUNTIME_DIR": str(tmp_path / "r")})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"got": "", "refused": 1, "requests": 0}
+
+
+DAEMON_CLOSES_FDS = """
+import json, os, socket, sys, time
+import spprof
+import spprof._control as control
+spprof.start()
+path = control.socket_path(control.runtime_dir(create=False), os.getpid())
+os.closerange(3, 65536)  # a daemon that closes what it did not open
+r, w = os.pipe()  # and takes the low numbers again
+time.sleep(0.3)  # drain wake-ups: the channel finds its socket gone
+try:
+    socket.socket(socket.AF_UNIX).connect(path)
+    connected = True
+except OSError:
+    connected = False
+p = spprof.stop()
+print(json.dumps({"lost": p.stats["control_fd_lost"], "connected": connected,
+                  "pipe_still_open": os.fstat(r) is not None}))
+"""
+
+
+def test_a_daemon_that_closes_every_fd_loses_the_channel_and_nothing_else(tmp_path: Path):
+    r = run_python("-c", DAEMON_CLOSES_FDS, env={"SPPROF_RUNTIME_DIR": str(tmp_path / "r")})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out == {"lost": 1, "connected": False, "pipe_still_open": True}, out
+    assert r.stderr == ""
+
+
+FORKED = """
+import json, os, socket, sys
+import spprof
+import spprof._control as control
+spprof.start()
+def sockets():
+    return sorted(fd for fd in os.listdir("/proc/self/fd")
+                  if os.path.exists("/proc/self/fd/" + fd)
+                  and os.readlink("/proc/self/fd/" + fd).startswith("socket:"))
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(w, json.dumps(sockets()).encode())
+    os._exit(0)
+os.close(w)
+child = json.loads(os.read(r, 1000))
+os.waitpid(pid, 0)
+directory = control.runtime_dir(create=False)
+print(json.dumps({"child_sockets": child, "files": sorted(os.listdir(directory)),
+                  "parent_sockets": len(sockets()), "me": os.getpid(), "child": pid}))
+sys.stdout.flush()
+import subprocess
+r = subprocess.run([sys.executable, "-m", "spprof", "dump", str(os.getpid()), "--json"],
+                   capture_output=True, text=True)
+print(r.returncode, file=sys.stderr)
+spprof.stop()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+def test_a_forked_child_has_no_copy_of_the_socket_and_the_parent_still_answers(tmp_path: Path):
+    r = run_python("-c", FORKED, env={"SPPROF_RUNTIME_DIR": str(tmp_path / "r")})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["child_sockets"] == [] and out["parent_sockets"] == 1, out
+    assert out["files"] == [f"{out['me']}.sock"], out
+    assert r.stderr.strip() == "0"  # the parent answered its dump after the fork
