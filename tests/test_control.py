@@ -199,6 +199,7 @@ def test_a_session_started_with_spprof_start_answers_and_counts_its_requests(tmp
         (["record", "--pid", "{pid}", "x.py"], "give no program to run"),
         (["record", "--duration", "2", "-c", "pass"], "--duration goes with --pid"),
         (["record", "--pid", "{pid}", "-d", "0"], "duration must be 0-3600 seconds"),
+        (["top", "{pid}", "-d", "0.1"], "--delay must be 0.2-60 seconds"),
     ],
 )
 def test_bad_requests_get_one_line_and_exit_2(target: Target, args: list[str], message: str):
@@ -338,3 +339,116 @@ def test_a_forked_child_has_no_copy_of_the_socket_and_the_parent_still_answers(t
     assert out["child_sockets"] == [] and out["parent_sockets"] == 1, out
     assert out["files"] == [f"{out['me']}.sock"], out
     assert r.stderr.strip() == "0"  # the parent answered its dump after the fork
+
+
+def test_top_draws_a_screen_on_a_terminal_and_q_leaves_the_target_untouched(target: Target):
+    import fcntl
+    import select
+    import struct
+    import termios
+
+    main_fd, tty_fd = os.openpty()
+    fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    client = subprocess.Popen(
+        [sys.executable, "-m", "spprof", "top", str(target.pid)],
+        env=target.env,
+        stdin=tty_fd,
+        stdout=tty_fd,
+        stderr=tty_fd,
+        start_new_session=True,
+    )
+    os.close(tty_fd)
+    seen = b""
+    deadline = time.monotonic() + 60
+    try:
+        # The first screen: drawn in place (cleared first), ended by the total-time list.
+        while b"<module> (" not in seen.split(b"%TOTAL")[-1] or b"%TOTAL" not in seen:
+            assert time.monotonic() < deadline, seen
+            if select.select([main_fd], [], [], 1.0)[0]:
+                seen += os.read(main_fd, 65536)
+        os.write(main_fd, b"q")
+        client.wait(timeout=15)
+    finally:
+        if client.poll() is None:
+            client.kill()
+        os.close(main_fd)
+    assert client.returncode == 0
+    text = seen.decode()
+    assert text.startswith("\x1b[H\x1b[2J"), text[:40]
+    assert f"spprof top - process {target.pid}: {TARGET}" in text
+    main = next(ln for ln in text.splitlines() if ln.strip().startswith("MainThread"))
+    assert float(main.split()[-1].rstrip("%")) >= 30, main
+    self_list = text.split("%SELF")[1].split("%TOTAL")[0]
+    assert self_list.splitlines()[1].split()[-2] == "spin", self_list
+    # The target went on as before and ends as it would.
+    assert target.proc.poll() is None
+    out, _ = target.stop()
+    assert out == ""
+
+
+def test_top_into_a_pipe_prints_n_screens_one_after_another(target: Target):
+    r = target.spprof("top", str(target.pid), "-n", "2", "-d", "0.5")
+    assert r.returncode == 0, r.stderr
+    assert "\x1b[" not in r.stdout  # no terminal: no redraw
+    heads = [ln for ln in r.stdout.splitlines() if ln.startswith("spprof top - process")]
+    assert len(heads) == 2, r.stdout
+    assert r.stdout.count("  spin (") == 4, r.stdout  # by self and by total, twice
+
+
+FAMILY = """
+import os, sys, time
+shared = sys.argv[1]
+def child_work():
+    end = time.monotonic() + 60
+    look = 0.0  # the flag every 50 ms of CPU: see control_target.py's spin()
+    while time.monotonic() < end:
+        if time.thread_time() >= look:
+            if os.path.exists(os.path.join(shared, "stop")):
+                return
+            look = time.thread_time() + 0.05
+        sum(i * i for i in range(20000))  # the worker's line
+pid = os.fork()
+if pid == 0:
+    open(os.path.join(shared, "child.tmp"), "w").write(str(os.getpid()))
+    os.rename(os.path.join(shared, "child.tmp"), os.path.join(shared, "child"))
+    child_work()
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_with_subprocesses_a_forked_worker_answers_for_itself(tmp_path: Path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    script = tmp_path / "family.py"
+    script.write_text(FAMILY)
+    env = dict(os.environ, SPPROF_RUNTIME_DIR=str(tmp_path / "run"))
+    env.pop("SPPROF_DEBUG", None)
+    out = tmp_path / "all.spprof"
+    root = subprocess.Popen(
+        [sys.executable, "-m", "spprof", "-q", "--subprocesses", "-o", str(out), str(script),
+         str(shared)],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (shared / "child").exists():
+            assert root.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        worker = int((shared / "child").read_text())
+        r = run_python("-m", "spprof", "dump", str(worker), "--json", env=env)
+        root_dump = run_python("-m", "spprof", "dump", str(root.pid), "--json", env=env)
+    finally:
+        (shared / "stop").touch()
+        _, err = root.communicate(timeout=60)
+    assert root.returncode == 0, err
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    assert answer["pid"] == worker
+    frames = answer["threads"][0]["frames"]
+    assert "child_work" in [f["function"] for f in frames], frames
+    assert root_dump.returncode == 0, root_dump.stderr
+    (root_main,) = json.loads(root_dump.stdout)["threads"]
+    wait_line = FAMILY.splitlines().index("os.waitpid(pid, 0)") + 1
+    top = root_main["frames"][0]
+    assert (top["function"], top["line"], root_main["state"]) == ("<module>", wait_line, "idle")

@@ -6,6 +6,7 @@
     spprof diff BASE.spprof NEW.spprof [-o OUT] [-f html|collapsed]     cli/diff.py
     spprof record --pid PID [--duration S] [-o OUT]                     cli/record_pid.py
     spprof dump PID [--json]                                            cli/dump.py
+    spprof top PID [-d S] [-n N]                                        cli/top.py
 
 A subcommand word counts only as the very first argument: anything else (`spprof ./report`,
 `spprof -- report`, `spprof script.py`) means record. Errors: cli/errors.py.
@@ -21,7 +22,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-from . import convert, diff, dump, record, report
+from . import convert, diff, dump, record, report, top
 
 # First-argument words main() hands the rest of argv to.
 SUBCOMMAND_DISPATCH: dict[str, Callable[[list[str]], int]] = {
@@ -30,6 +31,7 @@ SUBCOMMAND_DISPATCH: dict[str, Callable[[list[str]], int]] = {
     "report": report.main,
     "diff": diff.main,
     "dump": dump.main,
+    "top": top.main,
 }
 
 

@@ -47,7 +47,8 @@ USAGE = (
     "       spprof report IN [--top N] [--diff BASE]\n"
     "       spprof diff BASE NEW [-o OUT] [-f FORMAT]\n"
     "       spprof record --pid PID [--duration S] [-o OUT]\n"
-    "       spprof dump PID [--json]"
+    "       spprof dump PID [--json]\n"
+    "       spprof top PID [-d S] [-n N]"
 )
 
 MODES = ("cpu", "wall")
