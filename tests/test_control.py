@@ -51,7 +51,7 @@ class Target:
             out = str(self.dir / "cli.spprof")
             args = ["-m", "spprof", "-q", "-o", out, str(TARGET), str(self.dir)]
         else:
-            args = [str(TARGET), str(self.dir), "api"]
+            args = [str(TARGET), str(self.dir), how]
         self.proc = subprocess.Popen(
             [sys.executable, *args],
             env=self.env,
@@ -413,7 +413,10 @@ if pid == 0:
     os.rename(os.path.join(shared, "child.tmp"), os.path.join(shared, "child"))
     child_work()
     os._exit(0)
-os.waitpid(pid, 0)
+# A loop, as a pre-fork server's master has: on 3.13+ spprof's threads (the drain, which
+# answers) come back at the parent's next bytecode after os.fork (docs/usage.md).
+while os.waitpid(pid, os.WNOHANG) == (0, 0):
+    time.sleep(0.05)  # the master's line
 """
 
 
@@ -449,6 +452,59 @@ def test_with_subprocesses_a_forked_worker_answers_for_itself(tmp_path: Path):
     assert "child_work" in [f["function"] for f in frames], frames
     assert root_dump.returncode == 0, root_dump.stderr
     (root_main,) = json.loads(root_dump.stdout)["threads"]
-    wait_line = FAMILY.splitlines().index("os.waitpid(pid, 0)") + 1
+    wait_line = next(i for i, ln in enumerate(FAMILY.splitlines(), 1) if "master's line" in ln)
     top = root_main["frames"][0]
     assert (top["function"], top["line"], root_main["state"]) == ("<module>", wait_line, "idle")
+
+
+attach_needs_314 = pytest.mark.skipif(
+    sys.version_info < (3, 14), reason="sys.remote_exec (PEP 768) is CPython 3.14+"
+)
+
+
+@attach_needs_314
+def test_attach_profiles_a_process_started_without_spprof_then_leaves_it_as_it_was(
+    tmp_path: Path,
+):
+    t = Target(tmp_path, how="plain")
+    try:
+        out = t.dir / "attached.spprof"
+        r = t.spprof("attach", str(t.pid), "-d", "1", "--mode", "wall", "-i", "5", "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        after = t.spprof("dump", str(t.pid))
+        printed, err = t.stop()
+    finally:
+        t.kill()
+    import spprof
+
+    profile = spprof.load(str(out))
+    assert (profile.mode, profile.interval_ms) == ("wall", 5)
+    leaves = {s.frames[-1].function_name for s in profile.samples if s.thread_name == "MainThread"}
+    assert leaves <= {"spin", "exists", "thread_time"} and "spin" in leaves, leaves
+    assert 0.6 <= profile.duration_ns / 1e9 <= 2.0, profile.duration_ns
+    # Detached: the session attach started is gone, and the program ends as it would have,
+    # printing what it prints (spprof stays imported: a module cannot be unloaded).
+    assert after.returncode == 2 and "is not running spprof" in after.stderr, after.stderr
+    assert (printed, err) == ("ended True\n", "")
+    assert sorted(p.name for p in Path(t.env["SPPROF_RUNTIME_DIR"]).iterdir()) == []
+
+
+@attach_needs_314
+def test_attach_to_a_process_that_runs_spprof_already_says_use_record_pid(target: Target):
+    r = target.spprof("attach", str(target.pid), "-d", "1")
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        f"spprof: error: process {target.pid} runs spprof already: "
+        f"use `spprof record --pid {target.pid}`"
+    )
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 14), reason="3.14+ has sys.remote_exec")
+def test_attach_before_3_14_says_what_to_do_instead(target: Target):
+    r = target.spprof("attach", str(target.pid), "-d", "1")
+    assert r.returncode == 2
+    v = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert r.stderr.strip() == (
+        "spprof: error: attach needs CPython 3.14 or later (sys.remote_exec, PEP 768); this is "
+        f"CPython {v}: run the program under `python -m spprof`, or call spprof.start() in it"
+    )

@@ -66,10 +66,24 @@ else:
     _PEERCRED = None
 
 
+_runtime_dir_override: Optional[str] = None  # spprof attach's, for the process's sessions
+
+
+def use_runtime_dir(path: str) -> None:
+    """The directory spprof attach's client looks in (the target's environment may name
+    another): this process's sessions listen there from now on."""
+    global _runtime_dir_override
+    _runtime_dir_override = path
+
+
 def runtime_dir(create: bool) -> str:
     """The directory of this user's control sockets; PermissionError when it is not private
     (another user made it, or it is a link, or others may enter it)."""
-    path = os.environ.get("SPPROF_RUNTIME_DIR") or os.path.join("/tmp", f"spprof-{os.getuid()}")
+    path = (
+        _runtime_dir_override
+        or os.environ.get("SPPROF_RUNTIME_DIR")
+        or os.path.join("/tmp", f"spprof-{os.getuid()}")
+    )
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -453,7 +467,7 @@ def _remove_stale(directory: str) -> None:
         return
     for name in names:
         pid, _, suffix = name.partition(".")
-        if suffix == "spprof" and "-" in pid:  # a window's file its client never took
+        if suffix in ("spprof", "py") and "-" in pid:  # a window or attach file left behind
             if time.time() - _mtime(os.path.join(directory, name)) < STALE_WINDOW_S:
                 continue
         elif suffix != "sock" or not pid.isdigit() or _alive(int(pid)):

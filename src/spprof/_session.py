@@ -121,6 +121,7 @@ _INNER_FILES = _package_files(
     "_http_address.py",
     "_control.py",
     "_high_fd.py",
+    "_attach.py",
 )
 
 

@@ -1,5 +1,6 @@
-"""Run under spprof (`python -m spprof ...` or with argv[2] == "api": spprof.start()):
-tests/test_control.py talks to it with `spprof dump` and `spprof record --pid`.
+"""Run under spprof (`python -m spprof ...`, or with argv[2] == "api": spprof.start()), or
+with argv[2] == "plain" without it (for `spprof attach`): tests/test_control.py talks to it
+with `spprof dump`, `record --pid`, `top` and `attach`.
 
 argv[1] is a directory shared with the test. The program starts a thread named "waiter"
 blocked on an Event, writes its pid to DIR/ready, then burns CPU in spin() on the main
@@ -10,8 +11,6 @@ import os
 import sys
 import threading
 import time
-
-import spprof
 
 DIR = sys.argv[1]
 STOP = os.path.join(DIR, "stop")
@@ -38,6 +37,8 @@ def spin() -> int:
 
 
 if sys.argv[2:] == ["api"]:
+    import spprof
+
     spprof.start(output_path=os.path.join(DIR, "own.spprof"))
 waiter = threading.Thread(target=waiting, name="waiter")
 waiter.start()
@@ -47,6 +48,8 @@ os.rename(os.path.join(DIR, "ready.tmp"), os.path.join(DIR, "ready"))
 spin()
 gate.set()
 waiter.join()
+if sys.argv[2:] == ["plain"]:
+    print("ended", "spprof" in sys.modules)
 if sys.argv[2:] == ["api"]:
     p = spprof.stop()
     print({k: v for k, v in p.stats.items() if k.startswith("control")})

@@ -7,6 +7,7 @@
     spprof record --pid PID [--duration S] [-o OUT]                     cli/record_pid.py
     spprof dump PID [--json]                                            cli/dump.py
     spprof top PID [-d S] [-n N]                                        cli/top.py
+    spprof attach PID [-d S] [-o OUT] [options]   (CPython 3.14+)       cli/attach.py
 
 A subcommand word counts only as the very first argument: anything else (`spprof ./report`,
 `spprof -- report`, `spprof script.py`) means record. Errors: cli/errors.py.
@@ -22,7 +23,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-from . import convert, diff, dump, record, report, top
+from . import attach, convert, diff, dump, record, report, top
 
 # First-argument words main() hands the rest of argv to.
 SUBCOMMAND_DISPATCH: dict[str, Callable[[list[str]], int]] = {
@@ -32,6 +33,7 @@ SUBCOMMAND_DISPATCH: dict[str, Callable[[list[str]], int]] = {
     "diff": diff.main,
     "dump": dump.main,
     "top": top.main,
+    "attach": attach.main,
 }
 
 

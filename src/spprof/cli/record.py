@@ -48,7 +48,8 @@ USAGE = (
     "       spprof diff BASE NEW [-o OUT] [-f FORMAT]\n"
     "       spprof record --pid PID [--duration S] [-o OUT]\n"
     "       spprof dump PID [--json]\n"
-    "       spprof top PID [-d S] [-n N]"
+    "       spprof top PID [-d S] [-n N]\n"
+    "       spprof attach PID [-d S] [-o OUT] [options]   (CPython 3.14+)"
 )
 
 MODES = ("cpu", "wall")

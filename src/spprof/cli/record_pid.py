@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import _stderr
+from .._profile import Profile
 from ..output import FORMATS, check_writable, write
 from ..output.report import summary
 from .errors import CliError
@@ -41,25 +42,43 @@ def record_pid(opts: argparse.Namespace, argv: list[str], fmt: str) -> int:
             f"--pid takes a window on the session process {pid} runs, with its settings: "
             f"{', '.join(shaping)} cannot change them"
         )
-    out = check_writable(
+    out = output_path(opts, pid, fmt)
+    profile = take_window(pid, opts.duration, opts.quiet)
+    write_window(profile, out, fmt, opts)
+    return 0
+
+
+def output_path(opts: argparse.Namespace, pid: int, fmt: str) -> Path:
+    return check_writable(
         Path(opts.output) if opts.output else Path(f"spprof-{pid}{FORMATS[fmt][1]}")
     )
-    request: dict[str, Any] = {"cmd": "window", "seconds": opts.duration or UNTIL_CTRL_C_S}
-    if opts.duration is None:
+
+
+def take_window(pid: int, duration: Optional[float], quiet: bool) -> Profile:
+    """A window of the next `duration` seconds (None: until Ctrl-C) on process pid's session."""
+    request: dict[str, Any] = {"cmd": "window", "seconds": duration or UNTIL_CTRL_C_S}
+    if duration is None:
         request["until_end"] = True
-        if not opts.quiet:
+        if not quiet:
             _stderr.say(f"spprof: recording process {pid}; Ctrl-C to stop")
-    answer = _ask_window(pid, request, opts.duration)
+    answer = _ask_window(pid, request, duration)
     path = str(answer["path"])
     try:
-        profile = load_inputs([path], "record --pid")
+        return load_inputs([path], "record --pid")
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
-    write(profile, out, fmt, thread_roots=opts.threads)
+
+
+def write_window(profile: Profile, out: Path, fmt: str, opts: argparse.Namespace) -> None:
+    """Written in `fmt`, with the CLI's sample filters (py-spy's: wall mode leaves idle
+    samples out unless --idle; --gil keeps samples holding the GIL) and its summary."""
+    kept = profile
+    if (profile.mode == "wall" and not opts.idle) or opts.gil:
+        kept = profile.filter(idle=opts.idle or profile.mode != "wall", gil_only=opts.gil)
+    write(kept, out, fmt, thread_roots=opts.threads)
     if not opts.quiet:
-        _stderr.say(summary(profile, top=opts.top, output=str(out), fmt=fmt))
-    return 0
+        _stderr.say(summary(kept, top=opts.top, output=str(out), fmt=fmt, threads_of=profile))
 
 
 def _ask_window(pid: int, request: dict[str, Any], duration: Optional[float]) -> dict[str, Any]:

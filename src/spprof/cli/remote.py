@@ -83,8 +83,18 @@ def ask(pid: int, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         return conn.receive(timeout_s)
 
 
-def _socket_of(pid: int) -> str:
-    """The path of `pid`'s control socket, or CliError saying why there is none."""
+def runs_spprof(pid: int) -> bool:
+    """Whether process `pid` answers on a control socket; CliError when there is no such
+    process or it is another user's."""
+    try:
+        Connection(pid).__exit__()
+    except CliError:
+        _check_process(pid)
+        return False
+    return True
+
+
+def _check_process(pid: int) -> None:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -93,6 +103,11 @@ def _socket_of(pid: int) -> str:
         raise CliError(
             f"process {pid} belongs to another user: spprof reaches only your own processes"
         ) from None
+
+
+def _socket_of(pid: int) -> str:
+    """The path of `pid`'s control socket, or CliError saying why there is none."""
+    _check_process(pid)
     not_running = (
         f"process {pid} is not running spprof (no control socket: it must run under "
         "`python -m spprof` or call spprof.start(), without SPPROF_CONTROL=0"
