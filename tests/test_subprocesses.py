@@ -344,6 +344,47 @@ def test_gunicorn_workers_handlers_are_in_the_profile(tmp_path):
     assert _family_dirs(tmp_path) == []
 
 
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="uvicorn 0.54 needs 3.10 (Makefile's pin)")
+def test_uvicorn_workers_spawned_by_multiprocessing_are_in_the_profile(tmp_path):
+    """`spprof --subprocesses -m uvicorn --workers 2`: the workers are spawned interpreters
+    (multiprocessing's spawn), reached through the .pth hook. Old code: "the program used
+    less CPU time than one interval"."""
+    pytest.importorskip("uvicorn")
+    app = (Path(__file__).parent / "scripts" / "uvicorn_app.py").read_text()
+    (tmp_path / "asgi_app.py").write_text(app)
+    out = tmp_path / "u.spprof"
+    port = _free_port()
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop("SPPROF_DEBUG", None)
+    cmd = [sys.executable, "-m", "spprof", "-q", "--subprocesses", "-o", str(out), "-m"]
+    cmd += ["uvicorn", "--workers", "2", "--port", str(port), "--log-level", "warning"]
+    cmd += ["--lifespan", "off", "asgi_app:app"]
+    server = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        answered = 0
+        while answered < 40 and time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    c.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+                    answered += c.recv(100).startswith(b"HTTP/1.1 200")
+            except OSError:
+                time.sleep(0.1)
+        assert answered == 40, "uvicorn did not answer"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 0, stderr
+    profile = spprof.load(out)
+    by_pid = _weight_by_pid(profile)
+    master = profile.metadata["pid"]
+    workers = [p for p in by_pid if p != master and by_pid[p]["busy_work"] > 0]
+    # 40 requests of 20 ms of CPU: 0.8 s in the workers' busy_work, none in the master.
+    assert sum(by_pid[w]["busy_work"] for w in workers) >= 0.6, dict(by_pid)
+    assert "busy_work" not in by_pid[master]
+    assert _family_dirs(tmp_path) == []
+
+
 def test_every_format_shows_each_thread_in_its_process(tmp_path):
     """chrome and gecko: a process per pid, named by its command line; pprof: a `pid` label;
     speedscope, collapsed, flame graphs and the report: the thread names say the process."""
