@@ -305,34 +305,44 @@ def app(environ, start_response):
 """
 
 
+def _serve_40_requests_then_sigterm(server_args: list[str], port: int, tmp_path: Path) -> Path:
+    """`spprof -q --subprocesses -o OUT -m SERVER...` in tmp_path, 40 requests over
+    127.0.0.1:port (each must get a 200), then SIGTERM; the profile's path (exit status 0)."""
+    out = tmp_path / "server.spprof"
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.pop("SPPROF_DEBUG", None)
+    cmd = [sys.executable, "-m", "spprof", "-q", "--subprocesses", "-o", str(out), "-m"]
+    server = subprocess.Popen(
+        cmd + server_args, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        answered = 0
+        while answered < 40 and time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    c.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+                    answered += c.recv(100).split(b" ")[1:2] == [b"200"]
+            except OSError:
+                time.sleep(0.1)
+        assert answered == 40, f"{server_args[0]} did not answer"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 0, stderr
+    return out
+
+
 @pytest.mark.skipif(sys.version_info < (3, 10), reason="gunicorn 27 needs 3.10 (Makefile's pin)")
 def test_gunicorn_workers_handlers_are_in_the_profile(tmp_path):
     """A pre-fork server: `spprof --subprocesses -m gunicorn -w 2`. Old code: the master only
     (imports), 8-22 samples; the handler nowhere."""
     pytest.importorskip("gunicorn")
     (tmp_path / "app.py").write_text(APP)
-    out = tmp_path / "g.spprof"
     port = _free_port()
-    env = dict(os.environ, TMPDIR=str(tmp_path))
-    env.pop("SPPROF_DEBUG", None)
-    cmd = [sys.executable, "-m", "spprof", "-q", "--subprocesses", "-o", str(out)]
-    cmd += ["-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}", "app:app"]
-    server = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        answered = 0
-        while answered < 40 and time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
-                    c.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
-                    answered += c.recv(100).startswith(b"HTTP/1.0 200")
-            except OSError:
-                time.sleep(0.1)
-        assert answered == 40, "gunicorn did not answer"
-    finally:
-        server.send_signal(signal.SIGTERM)
-        _, stderr = server.communicate(timeout=60)
-    assert server.returncode == 0, stderr
+    out = _serve_40_requests_then_sigterm(
+        ["gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}", "app:app"], port, tmp_path
+    )
     profile = spprof.load(out)
     by_pid = _weight_by_pid(profile)
     master = profile.metadata["pid"]
@@ -352,29 +362,11 @@ def test_uvicorn_workers_spawned_by_multiprocessing_are_in_the_profile(tmp_path)
     pytest.importorskip("uvicorn")
     app = (Path(__file__).parent / "scripts" / "uvicorn_app.py").read_text()
     (tmp_path / "asgi_app.py").write_text(app)
-    out = tmp_path / "u.spprof"
     port = _free_port()
-    env = dict(os.environ, TMPDIR=str(tmp_path))
-    env.pop("SPPROF_DEBUG", None)
-    cmd = [sys.executable, "-m", "spprof", "-q", "--subprocesses", "-o", str(out), "-m"]
-    cmd += ["uvicorn", "--workers", "2", "--port", str(port), "--log-level", "warning"]
-    cmd += ["--lifespan", "off", "asgi_app:app"]
-    server = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        answered = 0
-        while answered < 40 and time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
-                    c.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
-                    answered += c.recv(100).startswith(b"HTTP/1.1 200")
-            except OSError:
-                time.sleep(0.1)
-        assert answered == 40, "uvicorn did not answer"
-    finally:
-        server.send_signal(signal.SIGTERM)
-        _, stderr = server.communicate(timeout=60)
-    assert server.returncode == 0, stderr
+    args = ["uvicorn", "--workers", "2", "--port", str(port), "--log-level", "warning"]
+    out = _serve_40_requests_then_sigterm(
+        [*args, "--lifespan", "off", "asgi_app:app"], port, tmp_path
+    )
     profile = spprof.load(out)
     by_pid = _weight_by_pid(profile)
     master = profile.metadata["pid"]
