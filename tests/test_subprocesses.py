@@ -439,6 +439,30 @@ def test_report_and_convert_merge_several_files_by_process(tmp_path):
     assert {e["pid"] for e in events if e["name"] == "process_name"} == {pa, pb}
 
 
+def test_diff_takes_several_files_a_side_merged_by_process(tmp_path):
+    a, b, c = (_alone(tmp_path, f"{x}.spprof", SPIN_IN.format(f=f"worker_{x}")) for x in "abc")
+    r = run_python(
+        "-m", "spprof", "diff", "--base", str(a), str(b), "--new", str(a), str(c),
+        "-f", "collapsed", "-o", "-",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # flamegraph.pl's difffolded lines: "stack base_count new_count" (new's total scale).
+    counts = {}
+    for line in r.stdout.splitlines():
+        stack, before, after = line.rsplit(" ", 2)
+        leaf = stack.split(";")[-1].split(" ")[0]
+        counts[leaf] = (
+            counts.get(leaf, (0, 0))[0] + int(before),
+            counts.get(leaf, (0, 0))[1] + int(after),
+        )
+    assert counts["worker_a"][0] > 0 and counts["worker_a"][1] > 0, counts
+    assert counts["worker_b"][0] > 0 and counts["worker_b"][1] == 0, counts
+    assert counts["worker_c"][0] == 0 and counts["worker_c"][1] > 0, counts
+    mixed = run_python("-m", "spprof", "diff", str(a), "--new", str(c))
+    assert mixed.returncode == 2
+    assert "give BASE NEW, or both --base FILE... and --new FILE..." in mixed.stderr
+
+
 def test_files_of_different_modes_are_refused_with_a_message(tmp_path):
     a = _alone(tmp_path, "a.spprof", "pass")
     w = _alone(tmp_path, "w.spprof", "pass", "--mode", "wall")

@@ -4,6 +4,7 @@
     spprof convert IN.spprof [-f FORMAT] [-o OUT|-]                     cli/convert.py
     spprof report IN.spprof [--top N] [--diff BASE]                     cli/report.py
     spprof diff BASE.spprof NEW.spprof [-o OUT] [-f html|collapsed]     cli/diff.py
+    spprof diff --base FILE... --new FILE... [-o OUT] [-f ...]          cli/diff.py
     spprof record --pid PID [--duration S] [-o OUT]                     cli/record_pid.py
     spprof dump PID [--json]                                            cli/dump.py
     spprof top PID [-d S] [-n N]                                        cli/top.py

@@ -1,4 +1,6 @@
 """`spprof diff BASE NEW [-o OUT] [-f html|collapsed]`: a differential flame graph.
+`spprof diff --base B1 B2 ... --new N1 N2 ...`: each side several files (workers profiled
+apart), merged as `report` and `convert` merge them (cli/inputs.py).
 
 The rendering is spprof.output.diff's; this module reads the two profiles, picks the format
 from -f or the -o suffix, and writes the file as every other output is written (atomically).
@@ -6,16 +8,17 @@ from -f or the -o suffix, and writes the file as every other output is written (
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Optional
 
-from .._load import load
 from .._model import ProfileData
 from ..output import _probe, _replace, _target, _write_through
 from .errors import CliError, Parser, guarded
+from .inputs import load_inputs
 
 # -f name -> the default suffix; the renderers are looked up when used (output.diff).
 DIFF_FORMATS = {"html": ".diff.html", "collapsed": ".diff.collapsed.txt"}
@@ -30,8 +33,18 @@ def _parser() -> Parser:
         "(`flamegraph.pl` reads it directly). `spprof report NEW --diff BASE` prints the "
         "top changes instead.",
     )
-    p.add_argument("base", help="the profile before (a .spprof file)")
-    p.add_argument("new", help="the profile after (a .spprof file)")
+    p.add_argument("base", nargs="?", help="the profile before (a .spprof file)")
+    p.add_argument("new", nargs="?", help="the profile after (a .spprof file)")
+    p.add_argument(
+        "--base",
+        dest="bases",
+        nargs="+",
+        metavar="FILE",
+        help="instead of BASE: several files, merged (each thread under its process)",
+    )
+    p.add_argument(
+        "--new", dest="news", nargs="+", metavar="FILE", help="instead of NEW: several files"
+    )
     p.add_argument(
         "-f", "--format", choices=list(DIFF_FORMATS), help="default: from -o's suffix, else html"
     )
@@ -85,11 +98,23 @@ def _write(path: Path, data: bytes) -> Path:
     return t.path
 
 
+def _sides(opts: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(base files, new files): BASE NEW, or --base ... --new ..., not a mix."""
+    if opts.bases or opts.news:
+        if opts.base is not None or not (opts.bases and opts.news):
+            raise CliError("diff: give BASE NEW, or both --base FILE... and --new FILE...")
+        return list(opts.bases), list(opts.news)
+    if opts.new is None:
+        raise CliError("diff: give two profiles, BASE and NEW")
+    return [opts.base], [opts.new]
+
+
 def _diff(argv: list[str]) -> int:
     opts = _parser().parse_args(argv)
     fmt = _format(opts.format, opts.output)
     render = renderer(fmt)
-    base, new = load(opts.base), load(opts.new)
+    bases, news = _sides(opts)
+    base, new = load_inputs(bases, "diff"), load_inputs(news, "diff")
     data = render(base, new)
     if opts.output == "-":
         sys.stdout.buffer.write(data)
@@ -98,7 +123,7 @@ def _diff(argv: list[str]) -> int:
     if opts.output:
         out = Path(opts.output)
     else:
-        src = Path(opts.new)
+        src = Path(news[0])
         stem = src.name[: -len(".spprof")] if src.name.endswith(".spprof") else src.name
         out = src.with_name(stem + DIFF_FORMATS[fmt])
     written = _write(out, data)

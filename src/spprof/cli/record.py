@@ -46,6 +46,7 @@ USAGE = (
     "       spprof convert IN [-f FORMAT] [-o OUT]\n"
     "       spprof report IN [--top N] [--diff BASE]\n"
     "       spprof diff BASE NEW [-o OUT] [-f FORMAT]\n"
+    "       spprof diff --base FILE... --new FILE... [-o OUT] [-f FORMAT]\n"
     "       spprof record --pid PID [--duration S] [-o OUT]\n"
     "       spprof dump PID [--json]\n"
     "       spprof top PID [-d S] [-n N]\n"
