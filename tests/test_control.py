@@ -508,3 +508,20 @@ def test_attach_before_3_14_says_what_to_do_instead(target: Target):
         "spprof: error: attach needs CPython 3.14 or later (sys.remote_exec, PEP 768); this is "
         f"CPython {v}: run the program under `python -m spprof`, or call spprof.start() in it"
     )
+
+
+def test_a_window_that_may_be_ended_early_still_ends_at_its_time(target: Target):
+    # record --pid without -d asks for a window the client may end; one it does not end
+    # ends at its seconds all the same, the client having said nothing meanwhile.
+    import socket as sk
+
+    path = Path(target.env["SPPROF_RUNTIME_DIR"]) / f"{target.pid}.sock"
+    with sk.socket(sk.AF_UNIX, sk.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(path))
+        s.sendall(b'{"cmd": "window", "seconds": 0.5, "until_end": true}\n')
+        t0 = time.monotonic()
+        answer = json.loads(s.makefile("rb").readline())
+    assert answer["ok"] is True and answer["samples"] > 0, answer
+    assert 0.5 <= time.monotonic() - t0 < 5
+    os.unlink(answer["path"])

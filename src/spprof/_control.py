@@ -212,7 +212,7 @@ class Channel:
                     return
             elif c.window is not None or c.dump_from is not None:
                 if c.until_end and now < c.due:
-                    data = c.conn.recv(MAX_REQUEST)
+                    data = c.conn.recv(MAX_REQUEST)  # BlockingIOError: nothing said yet
                     if not data:  # the client left: so did the window
                         self._drop(c)
                         return
@@ -277,9 +277,15 @@ class Channel:
 
     def _finish_window(self, c: _Client, now: float) -> None:
         window, c.window = c.window, None
-        fd, path = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".spprof", dir=self.directory)
-        os.close(fd)
-        samples = self.close_window(window, path)
+        try:
+            fd, path = tempfile.mkstemp(
+                prefix=f"{os.getpid()}-", suffix=".spprof", dir=self.directory
+            )
+            os.close(fd)
+            samples = self.close_window(window, path)
+        except OSError as exc:  # the runtime directory is full or gone: the client hears it
+            c.answer({"ok": False, "error": f"the window could not be saved: {exc}"}, now)
+            return
         if samples is None:
             os.unlink(path)
             c.answer({"ok": False, "error": "the session ended during the window"}, now)
