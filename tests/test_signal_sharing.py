@@ -55,8 +55,9 @@ def test_program_with_its_own_sigprof_sampler_gets_every_tick():
     out = json.loads(r.stdout.strip().splitlines()[-1])
     expected = out["cpu"] / 0.005
     # ITIMER_PROF expires on the scheduler tick: expirations merge, more so on a loaded
-    # machine (63 of ~100 with two builds beside it); sharing the signal gave 11-12.
-    assert out["ticks"] >= 0.4 * expected, out
+    # machine (63 of ~100 with two builds beside it; 31 of ~100 in a CI lane with other
+    # test runs beside it); sharing the signal gave 11-12.
+    assert out["ticks"] >= 0.25 * expected, out
     assert out["signal"].startswith("SIGRTMIN+"), out
     assert out["foreign"] == 0, out
     # spprof's own profile is right: 0.5 s of CPU in burn, not more
