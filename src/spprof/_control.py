@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional
 
 from . import _debug, _ext
 from ._high_fd import identity, move_high, still_ours
+from ._runner_frames import is_runner_file
 
 READ_TIMEOUT_S = 5.0  # a client that sends no full request line in this long is dropped
 SEND_TIMEOUT_S = 30.0  # one that reads nothing of its answer for this long, too
@@ -121,7 +122,6 @@ def peer_uid(conn: socket.socket) -> Optional[int]:
 @dataclass
 class _Client:
     conn: socket.socket
-    since: float
     inbuf: bytes = b""
     outbuf: bytes = b""
     window: Any = None  # the session's window (_windows.Window) while one is open
@@ -200,7 +200,7 @@ class Channel:
                 conn.close()
                 continue
             now = time.monotonic()
-            self.clients.append(_Client(conn, now, deadline=now + READ_TIMEOUT_S))
+            self.clients.append(_Client(conn, deadline=now + READ_TIMEOUT_S))
 
     def _step(self, c: _Client, now: float) -> None:
         try:
@@ -343,15 +343,6 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _is_runner(filename: str) -> bool:
-    """spprof's own files and runpy: what `python -m spprof` puts below the program (no
-    output of spprof's shows its own frames)."""
-    return filename.startswith(_PACKAGE) or filename.endswith(("runpy.py", "<frozen runpy>"))
-
-
 def _waiting(c: _Client) -> bool:
     """In a window or a dump's span: its next step is at c.due."""
     return c.window is not None or c.dump_from is not None
@@ -396,7 +387,7 @@ def dump(cpu0: dict[int, int], span_s: float) -> dict[str, Any]:
                 }
             )
             f = f.f_back
-        while frames and _is_runner(frames[-1]["file"]):  # the CLI's runner, at the root
+        while frames and is_runner_file(frames[-1]["file"]):  # the CLI's runner, at the root
             frames.pop()
         threads.append(
             {
