@@ -111,11 +111,12 @@ def _windows(pid: int, delay: float, keys: _Keys) -> Iterator[Optional[ProfileDa
     while True:
         with Connection(pid) as conn:
             conn.send({"cmd": "window", "seconds": delay})
-            while not select.select([conn.sock], [], [], 0)[0]:
-                if keys.quit_typed(0.05) or (keys.fd is None and _wait(conn, delay + 60)):
+            # On a terminal, watch for `q` while the window runs; else receive() waits.
+            while keys.fd is not None and not select.select([conn.sock], [], [], 0)[0]:
+                if keys.quit_typed(0.05):
                     yield None
                     return
-            answer = conn.receive(60)
+            answer = conn.receive(delay + 60)
         path = str(answer["path"])
         try:
             profile = load_inputs([path], "top")
@@ -123,12 +124,6 @@ def _windows(pid: int, delay: float, keys: _Keys) -> Iterator[Optional[ProfileDa
             with contextlib.suppress(OSError):
                 os.unlink(path)
         yield profile
-
-
-def _wait(conn: Connection, timeout_s: float) -> bool:
-    """No terminal to read keys from: wait for the answer (False: it came)."""
-    select.select([conn.sock], [], [], timeout_s)
-    return False
 
 
 def _top(argv: list[str]) -> int:
