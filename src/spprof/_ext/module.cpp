@@ -16,6 +16,7 @@
 
 #include "session/code_keepalive.h"
 #include "session/control_wake.h"
+#include "session/python_tick.h"
 #include "session/exit_dump.h"
 #include "error.h"
 #include "exit_calls.h"
@@ -512,6 +513,24 @@ PyObject* py_control_listen(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
+// _python_tick(handler, period_s): handler() is called every period_s seconds with the GIL
+// (python_tick.h; a number it returns is the period from then on); handler None: no more calls.
+PyObject* py_python_tick(PyObject*, PyObject* args) {
+    PyObject* handler = nullptr;
+    double period_s = 0;
+    if (!PyArg_ParseTuple(args, "Od:_python_tick", &handler, &period_s)) return nullptr;
+    if (handler != Py_None && !PyCallable_Check(handler)) {
+        PyErr_SetString(PyExc_TypeError, "_python_tick: handler must be callable or None");
+        return nullptr;
+    }
+    if (!(period_s > 0 && period_s < 3600)) {
+        PyErr_SetString(PyExc_ValueError, "_python_tick: period_s must be in (0, 3600)");
+        return nullptr;
+    }
+    python_tick_set(handler == Py_None ? nullptr : handler, static_cast<uint64_t>(period_s * 1e9));
+    Py_RETURN_NONE;
+}
+
 // _thread_cpu_ns(native_id, ident) -> the thread's CPU time, None when it cannot be read
 // (spprof dump: on-CPU or idle, from two readings).
 PyObject* py_thread_cpu_ns(PyObject*, PyObject* args) {
@@ -529,6 +548,7 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     CodeKeepAlive::forget_after_fork();
     exit_dump_disarm();
     control_wake_forget_after_fork();
+    python_tick_forget_after_fork();
     own_threads_after_fork_child();  // the parent's threads of ours were not copied
     g_forks_in_flight = 0;           // the forks other threads had begun are the parent's
     g_fork_hooks_inside = 0;         // and so are the hooks they were in
@@ -780,6 +800,8 @@ PyMethodDef kMethods[] = {
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
     {"_thread_cpu_ns", py_thread_cpu_ns, METH_VARARGS,
      "_thread_cpu_ns(native_id, ident) -> the thread's CPU time in ns, None when not readable"},
+    {"_python_tick", py_python_tick, METH_VARARGS,
+     "_python_tick(handler, period_s): the drain thread calls handler() every period_s seconds"},
     {"_control_listen", py_control_listen, METH_VARARGS,
      "_control_listen(fd, handler): the drain thread calls handler() (GIL held) when a client "
      "waits on fd or the seconds it returned have passed; fd -1, handler None: no more"},

@@ -8,6 +8,7 @@
 #include "../framewalker.h"
 #include "../log.h"
 #include "../own_threads.h"
+#include "../sampler_round.h"
 
 #include "darwin_mach.h"
 #include "darwin_ports.h"
@@ -480,7 +481,11 @@ void MachSampler::run() {
     const uint64_t interval = ns_to_mach(interval_ns_, g_timebase);
     const uint64_t slice = ns_to_mach(kStopSliceNs, g_timebase);
     run_deadline_loop(
-        clock, interval, slice, running_, [this](uint64_t) { tick(); },
+        clock, interval, slice, running_,
+        [this](uint64_t) {
+            tick();
+            sampler_round_done();  // after the round, no thread suspended
+        },
         [](uint64_t missed) {
             if (missed != 0) g_stats.add_missed_ticks(missed);
         });

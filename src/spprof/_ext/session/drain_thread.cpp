@@ -8,6 +8,7 @@
 #include "../platform/platform.h"
 #include "../signal_handler.h"
 #include "control_wake.h"
+#include "python_tick.h"
 
 namespace spprof {
 
@@ -65,9 +66,13 @@ void* DrainThread::main(void* arg) {
         platform_fault_guard_keep();
         // The control socket (control_wake.h): one poll, the GIL only when a client waits.
         const bool serve = control_wake_due();
+        // The asyncio task census (python_tick.h), when one runs: queued at its time, made
+        // here if the main thread has not made it within half a period.
+        python_tick_queue_if_due();
+        const bool tick = python_tick_overdue();
         const bool pass = !(++idle_periods < kMaxIdlePeriods && !capture_take_drain_request() &&
                             !platform_handler_replaced());
-        if (!serve && !pass) continue;
+        if (!serve && !tick && !pass) continue;
         if (pass) idle_periods = 0;
         PyEval_RestoreThread(saved);
         // stop() may have come while this thread waited for the GIL: then no pass.
@@ -77,6 +82,7 @@ void* DrainThread::main(void* arg) {
             stopping = self->stop_;
         }
         if (!stopping && serve) control_wake_serve();
+        if (!stopping && tick) python_tick_serve();
         if (!stopping && pass) self->pass_(self->pass_arg_);
         saved = PyEval_SaveThread();
     }

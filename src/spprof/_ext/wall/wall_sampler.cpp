@@ -13,6 +13,7 @@
 #include "../log.h"
 #include "../own_threads.h"
 #include "../platform/platform.h"
+#include "../sampler_round.h"
 #include "../capture/record_writer.h"
 #include "../capture/sample_record.h"
 #include "../signal_handler.h"
@@ -108,6 +109,7 @@ void* WallSampler::thread_main(void* arg) {
         [self](uint64_t) {
             const uint32_t periods = self->tick();
             self->ticks_.fetch_add(1, std::memory_order_relaxed);
+            sampler_round_done();
             return periods;
         },
         [self](uint64_t missed) { self->missed_.fetch_add(missed, std::memory_order_relaxed); });
