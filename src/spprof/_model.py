@@ -95,6 +95,12 @@ class ThreadInfo:
     native_only: bool = False  # found without a Python thread state (OpenMP, OpenBLAS, C)
     signal_blocked: bool = False  # blocks the sampling signal: not sampled, CPU time reported
     pid: int = 0  # its process when --subprocesses merged several (0: the profile's own)
+    task_track: bool = False  # the asyncio tasks waiting in this thread's loop (--async, wall)
+
+    @property
+    def key(self) -> tuple[int, int, bool]:
+        """As ThreadRecord.key: the records merged into this thread."""
+        return (self.thread_id, self.native_thread_id, self.task_track)
 
     @property
     def label(self) -> str:
@@ -120,11 +126,18 @@ class ThreadRecord:
     native_only: bool = False  # found without a Python thread state; identified by native_id
     signal_blocked: bool = False  # blocks the sampling signal: left alone, CPU time reported
     pid: int = 0  # its process, set when --subprocesses merged several (0: the profile's own)
+    # The asyncio tasks waiting in this thread's event loop (_async_census), not the thread
+    task_track: bool = False
 
     @property
     def label(self) -> str:
         """The name, with the process when the profile holds several: `MainThread (pid 42)`."""
         return thread_label(self.name, self.pid)
+
+    @property
+    def key(self) -> tuple[int, int, bool]:
+        """The logical thread (or task track) it belongs to: Profile.threads merges by it."""
+        return (self.ident, self.native_id, self.task_track)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ThreadRecord:
@@ -140,6 +153,7 @@ class ThreadRecord:
             native_only=bool(d.get("native_only", False)),
             signal_blocked=bool(d.get("signal_blocked", False)),
             pid=int(d.get("pid", 0)),
+            task_track=bool(d.get("task_track", False)),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -324,9 +338,9 @@ class ProfileData:
         """Threads by logical identity (ident, native id), in order of first appearance,
         with the run's figures (thread_tallies)."""
         counts = self.thread_tallies()
-        merged: dict[tuple[int, int], dict[str, Any]] = {}
+        merged: dict[tuple[int, int, bool], dict[str, Any]] = {}
         for t in self.thread_table:
-            key = (t.ident, t.native_id)
+            key = t.key
             c = counts.get(t.serial, [0, 0, 0, 0, 0, 0])
             m = merged.get(key)
             if m is None:
@@ -338,6 +352,7 @@ class ProfileData:
                     "native_only": t.native_only,
                     "signal_blocked": t.signal_blocked,
                     "pid": t.pid,
+                    "task_track": t.task_track,
                 }
             else:  # one OS thread whose Python thread state was recreated (C callbacks)
                 m["cpu_ns"] = max(m["cpu_ns"], t.cpu_ns)
@@ -360,6 +375,7 @@ class ProfileData:
                 native_only=v["native_only"],
                 signal_blocked=v["signal_blocked"],
                 pid=v["pid"],
+                task_track=v["task_track"],
             )
             for k, v in merged.items()
         ]
@@ -435,12 +451,15 @@ class ProfileData:
 
     def filter(self: _P, *, idle: bool = True, gil_only: bool = False) -> _P:
         """A copy keeping only some samples: idle=False drops samples of blocked threads
-        (wall mode), gil_only=True keeps only samples whose thread held the GIL."""
+        (wall mode; waiting asyncio tasks stay), gil_only=True keeps only samples whose thread
+        held the GIL."""
         gil = FLAG_GIL_KNOWN | FLAG_HAS_GIL
+        # Waiting asyncio tasks (--async) are what wall mode asks for, not a blocked thread.
+        tasks = {r.serial for r in self.thread_table if r.task_track}
         drop = [
             i
             for i, tag in enumerate(self._row_words(THREAD_AND_FLAGS_WORD))
-            if (not idle and (tag >> SERIAL_BITS) & FLAG_IDLE)
+            if (not idle and (tag >> SERIAL_BITS) & FLAG_IDLE and tag & SERIAL_MASK not in tasks)
             or (gil_only and ((tag >> SERIAL_BITS) & gil) != gil)
         ]
         # What is left out stays in the threads' figures (thread_tallies): the run's samples,

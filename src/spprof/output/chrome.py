@@ -99,11 +99,14 @@ def render(profile: ProfileData) -> bytes:
     meta = profile.metadata
     half_interval = int(profile.interval_ms * 1_000_000) // 2
 
+    threads = profile.thread_table
+    # Waiting asyncio tasks (task tracks) are sums per second of many tasks, not a timeline:
+    # the flame-graph formats show them.
     per_thread: dict[int, list[tuple[int, int, int]]] = {}
     for ts, weight, stack, serial, _ in profile.iter_rows():
-        per_thread.setdefault(serial, []).append((ts, weight, stack))
+        if not threads[serial].task_track:
+            per_thread.setdefault(serial, []).append((ts, weight, stack))
 
-    threads = profile.thread_table
     events: list[dict[str, Any]] = []
     named: set[int] = set()  # processes: the session's, and its children (--subprocesses)
     tracks: dict[int, _Track] = {}

@@ -244,14 +244,19 @@ def render(profile: ProfileData) -> bytes:
     half_interval = profile.interval_ms * 1e6 / 2
 
     # Threads by logical identity (a recreated Python thread state stays one track).
+    # Waiting asyncio tasks (task tracks) are sums per second of many tasks, not a timeline:
+    # the flame-graph formats show them.
     records = profile.thread_table
     keys: dict[tuple[int, int], list[int]] = {}
     for r in records:
-        keys.setdefault((r.ident, r.native_id), []).append(r.serial)
+        if not r.task_track:
+            keys.setdefault((r.ident, r.native_id), []).append(r.serial)
     serial_key = {s: k for k, serials in keys.items() for s in serials}
     rows: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {k: [] for k in keys}
     for ts, weight, stack, serial, flags in profile.iter_rows():
-        rows[serial_key[serial]].append((ts, weight, stack, flags))
+        key = serial_key.get(serial)
+        if key is not None:
+            rows[key].append((ts, weight, stack, flags))
 
     threads: list[dict[str, Any]] = []
     marker_names = [strings(m[0]) for m in MARKERS]

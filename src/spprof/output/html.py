@@ -47,7 +47,7 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
     stack_ids: dict[int, int] = {}
     # Threads by logical identity, like Profile.threads (a recreated thread state is one thread).
     infos = profile.threads
-    thread_index = {(t.thread_id, t.native_thread_id): i for i, t in enumerate(infos)}
+    thread_index = {t.key: i for i, t in enumerate(infos)}
     counts: list[list[int]] = [[] for _ in infos]
     for (serial, stack), (n, weight) in sorted(profile.stack_weights().items()):
         sid = stack_ids.get(stack)
@@ -55,7 +55,7 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
             sid = stack_ids[stack] = len(stacks)
             stacks.append([frame(fid) for fid in profile.stacks[stack]])
         t = profile.thread_table[serial]
-        counts[thread_index[(t.ident, t.native_id)]].extend((sid, n, weight))
+        counts[thread_index[t.key]].extend((sid, n, weight))
 
     duration = profile.duration_ns or 1
     meta = profile.metadata
