@@ -19,8 +19,8 @@ Scaffolding is known by file (this interpreter's asyncio package) and function n
 by name alone: a program's own `run` or `_run_once` is the program's. A coroutine run by a C
 task sits right below `Handle._run`, where a plain callback (`loop.call_soon(f)`) sits too;
 the two are told apart by the function's source (`async def`); a function whose source
-cannot be read is taken for a task. Stacks outside any loop are untouched. Task names,
-waiting tasks (wall mode), parent links and uvloop are not shown yet (docs/usage.md).
+cannot be read is taken for a task. Stacks outside any loop are untouched. In wall mode,
+the tasks that wait are added by _async_census.py.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ EVENT_LOOP = "<event loop>"
 
 
 @functools.cache
-def _asyncio_dir() -> str:
+def asyncio_dir() -> str:
     """This interpreter's asyncio package directory, found without importing asyncio: spprof
     is imported by every profiled program, and asyncio's import was a quarter of spprof's
     (45 ms of 177 ms on 3.13) for programs that never use it."""
@@ -92,10 +92,10 @@ def _kind(frame: Frame) -> int:
     if frame.is_native or not frame.filename:
         return _OTHER
     directory, base = os.path.split(frame.filename)
-    asyncio_dir = _asyncio_dir()
-    if directory != asyncio_dir:
+    package = asyncio_dir()
+    if directory != package:
         try:
-            if os.path.dirname(os.path.abspath(frame.filename)) != asyncio_dir:
+            if os.path.dirname(os.path.abspath(frame.filename)) != package:
                 return _OTHER
         except OSError:  # the working directory is gone: a relative name is not asyncio's
             return _OTHER

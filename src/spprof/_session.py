@@ -20,6 +20,7 @@ import threading
 from typing import Any, Callable, Optional, TypeVar
 
 from . import (
+    _async_census,
     _async_view,
     _children,
     _control,
@@ -117,6 +118,7 @@ _INNER_FILES = _package_files(
     "_mypyc_names.py",
     "_runner_frames.py",
     "_async_view.py",
+    "_async_census.py",
     "_http.py",
     "_http_address.py",
     "_control.py",
@@ -263,6 +265,8 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
     if listener is not None:
         _http.serve(listener, _http_window)
     _control.open_channel(_control_window, _control_window_to, not _subprocesses.in_child())
+    if cfg.async_tasks and cfg.mode == "wall":  # waiting tasks (_async_census.py)
+        _async_census.start(_ext.monotonic_ns, _ext._python_tick)
     if cfg.output_path is not None:
         _cover_exits()
     if _debug.enabled:  # stats() costs a native call and a dataclass: only when it is printed
@@ -304,6 +308,10 @@ def _tidy(profile: Profile) -> Profile:
     _runner_frames.hide_spprof_frames(profile)
     if profile.metadata.get("async_tasks"):
         profile.stats.update(_async_view.root_at_tasks(profile))
+        census = _async_census.current()
+        if census is not None:  # wall mode: the tasks that waited meanwhile
+            end = profile.start_ns + profile.duration_ns
+            profile.stats.update(census.add_to(profile, profile.start_ns, end))
     return profile
 
 
@@ -319,6 +327,7 @@ def _stop_and_write() -> Profile:
         if cfg is None or not _ext.is_active():
             raise RuntimeError("spprof is not profiling; call spprof.start() first")
         _remove_thread_hook()
+        _async_census.stop(_ext._python_tick)  # its rows stay for _tidy
         try:
             raw = _ext.stop()
         finally:
@@ -326,6 +335,7 @@ def _stop_and_write() -> Profile:
     family_child, _family_child = _family_child, False
     global _carried
     profile = _tidy(Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg)))
+    _async_census.forget()
     if _children_start is not None:
         profile.stats.update(_children.since(_children_start))
     profile.stats.update(http_stats)
@@ -726,6 +736,7 @@ def _after_fork_child() -> None:
         _active = None
     _carried = _before_exec = None
     _control.after_fork_child()
+    _async_census.forget()
     if _covers_exit_calls:
         _covers_exit_calls = False
         _exit_calls.disable()

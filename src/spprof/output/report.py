@@ -242,10 +242,54 @@ def summary(
             line = f.hottest_total_line if key == "total_ns" else f.hottest_line
             label = _label(short_name(f.qualname) if f.is_native else f.qualname, f.filename, line)
             lines.append(f"  {100.0 * value / total:>5.1f}% {_seconds(value):>8}  {label}")
+    lines.extend(_task_lines(profile, top))
     if output:
         lines.append("")
     _written(lines, output, fmt)
     return "\n".join(lines)
+
+
+def _task_lines(profile: ProfileData, top: int) -> list[str]:
+    """--async in wall mode: the tasks by wall time (running, from their thread's samples, and
+    waiting, from their loop's task track) and the lines tasks waited on."""
+    tracks = {r.serial for r in profile.thread_table if r.task_track}
+    if not tracks:
+        return []
+    from .._async_view import TASK_PREFIX, asyncio_dir
+
+    asyncio_files = asyncio_dir()
+    table = profile.frame_table
+    tasks: dict[str, list[int]] = {}  # task -> [running ns, waiting ns]
+    awaits: dict[int, int] = {}  # frame id of the awaiting line -> waiting ns
+    for (serial, stack), (_, weight) in profile.stack_weights().items():
+        ids = profile.stacks[stack]
+        marks = [i for i, fid in enumerate(ids) if table[fid].function_name.startswith(TASK_PREFIX)]
+        if not marks:
+            continue  # not a task's
+        at = marks[-1]  # the innermost task: a waiting child sits under its parent's chain
+        name = table[ids[at]].function_name[len(TASK_PREFIX) :]
+        times = tasks.setdefault(name, [0, 0])
+        if serial not in tracks:
+            times[0] += weight
+            continue
+        times[1] += weight
+        # The innermost line of the program's own: asyncio's awaits are below it.
+        own = [
+            fid for fid in ids[at + 1 :] if os.path.dirname(table[fid].filename) != asyncio_files
+        ]
+        if own:
+            awaits[own[-1]] = awaits.get(own[-1], 0) + weight
+    lines = ["", "  Top asyncio tasks by wall time (each waiting task counts its own time)"]
+    lines.append(f"  {'TOTAL':>8} {'RUNNING':>8} {'WAITING':>8}  TASK (outermost coroutine)")
+    for name, (running, waiting) in sorted(tasks.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        cells = " ".join(f"{_seconds(ns):>8}" for ns in (running + waiting, running, waiting))
+        lines.append(f"  {cells}  {name}")
+    lines += ["", "  Top lines tasks waited on", f"  {'WAITING':>8}  FUNCTION (FILE:LINE)"]
+    for fid, ns in sorted(awaits.items(), key=lambda kv: -kv[1])[:top]:
+        f = table[fid]
+        label = _label(f.qualname or f.function_name, f.filename, f.lineno)
+        lines.append(f"  {_seconds(ns):>8}  {label}")
+    return lines
 
 
 def _left_out_note(profile: ProfileData, kept: int, left_out: int) -> str:
