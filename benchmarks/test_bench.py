@@ -167,6 +167,19 @@ def test_fork_cost_benchmark_runs(capsys):
     assert [r.split("|")[1].strip() for r in rows] == ["plain", "cpu", "wall"]
 
 
+def test_async_census_costs_at_most_twice_plain_wall_mode(capsys):
+    """benchmarks/async_census_cost.py at a small size (300 tasks, 1.5 s): the census ran
+    (about every 50 ms), and the process CPU of wall --async is within 2x that of wall mode,
+    both measured in this run. The full-size figure is in docs/performance.md."""
+    from benchmarks import async_census_cost
+
+    assert async_census_cost.main(["--tasks", "300", "--seconds", "1.5", "--rounds", "1"]) == 0
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][-1]
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert int(cells[4]) >= 15, row  # 1.5 s / 50 ms = 30, late ones aside
+    assert float(cells[3].rstrip("x")) <= 2.0, row
+
+
 def test_subprocess_family_benchmark_merges_every_child(capsys):
     """benchmarks/subprocess_family.py at a tiny size: a row per configuration, and the root
     merged at least the 10 children the pool made."""

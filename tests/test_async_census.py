@@ -137,10 +137,10 @@ def test_cpu_mode_has_no_task_track(tmp_path: Path) -> None:
 
 def test_ctrl_c_during_a_census_reaches_the_program(tmp_path: Path) -> None:
     """A census the main thread makes (a pending call) can be where CPython runs the SIGINT
-    handler; the KeyboardInterrupt it raises is the program's and must reach it. With 8,000
-    tasks a census takes about as long as its period, so each of the 5 SIGINTs is likely to
-    land in one: the old trampoline swallowed it there and the program ran on until killed
-    (4 of 4 runs failed before the fix; with 3,000 tasks, 1 of 3)."""
+    handler; the KeyboardInterrupt it raises is the program's and must reach it. A stand-in
+    for the census takes 40 ms of every 50, so each of the 5 SIGINTs is likely to land in it:
+    the old trampoline swallowed it there and the program ran on until killed (4 of 4 runs
+    failed before the fix)."""
     for _ in range(5):
         proc = subprocess.Popen(
             [sys.executable, str(SCRIPT), "sigint", "wall", str(tmp_path / "unused")],

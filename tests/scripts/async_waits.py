@@ -105,33 +105,34 @@ async def nested():
     await asyncio.gather(gatherer(), grouper(), awaiter())  # line: main awaits
 
 
-async def interrupted():
-    """CASE "sigint": 8,000 waiting tasks make each census long, a loop that wakes every
-    millisecond makes the main thread run most of them (python_tick.h); the test sends
-    SIGINT. Prints "interrupted" when KeyboardInterrupt reaches the program."""
-    waiting = [asyncio.create_task(asyncio.sleep(60)) for _ in range(8000)]
+def sigint(mode):
+    """CASE "sigint": a periodic call (what runs the census) that takes 40 ms of every 50,
+    while the main thread wakes every millisecond, so it makes most calls itself (a pending
+    call, python_tick.h); the test sends SIGINT. Prints "interrupted" when KeyboardInterrupt
+    reaches the program."""
+    from spprof import _ext
+
+    def slow_tick():
+        end = time.perf_counter() + 0.04
+        while time.perf_counter() < end:
+            pass
+
+    spprof.start(mode=mode)
+    _ext._python_tick(slow_tick, 0.05)
     print("ready", flush=True)
     try:
         while True:
-            await asyncio.sleep(0.001)
-    finally:
-        for w in waiting:
-            w.cancel()
+            time.sleep(0.001)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    _ext._python_tick(None, 0.05)
+    spprof.stop()
 
 
 def main():
     case, mode, out = sys.argv[1:4]
     if case == "sigint":
-        # run_until_complete, not asyncio.run: 3.11+'s Runner puts its own SIGINT handler in
-        # place, which cancels the main task instead of raising where the signal is handled.
-        spprof.start(mode=mode, async_tasks=True)
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(interrupted())
-        except KeyboardInterrupt:
-            print("interrupted", flush=True)
-        spprof.stop()
-        return
+        return sigint(mode)
     with spprof.Profiler(mode=mode, async_tasks=True) as p:
         asyncio.run(waits() if case == "waits" else nested())
     samples = [
