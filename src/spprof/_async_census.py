@@ -425,16 +425,18 @@ def _track(records: list[ThreadRecord], ident: int) -> Optional[int]:
 _active: Optional[Census] = None
 
 
-def start(
-    clock: Callable[[], int], tick: Callable[[Optional[Callable[[], None]], float], None]
-) -> None:
+# _ext._python_tick: (handler returning its next period, or None to stop; first period)
+_Tick = Callable[[Optional[Callable[[], object]], float], None]
+
+
+def start(clock: Callable[[], int], tick: _Tick) -> None:
     """Begin a census for the session just started (wall mode with async_tasks)."""
     global _active
     _active = Census(clock=clock, start_ns=clock())
     tick(_active, PERIOD_S)
 
 
-def stop(tick: Callable[[Optional[Callable[[], None]], float], None]) -> Optional[Census]:
+def stop(tick: _Tick) -> Optional[Census]:
     """End the calls (before the session stops); the census stays readable until forget()."""
     tick(None, PERIOD_S)
     return _active
