@@ -43,7 +43,7 @@ DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_versi
             "mypy==1.20.2; python_version>='3.10'" "gunicorn==27.0.1; python_version>='3.10'" \
             "django==5.2.19; python_version>='3.10'" "asgiref==3.12.1; python_version=='3.10'" \
             "asgiref==3.13.0; python_version>='3.11'" \
-            "sqlparse==0.6.1; python_version>='3.10'"
+            "sqlparse==0.6.1; python_version>='3.10'" uvloop==0.23.0
 RUFF := ruff==0.17.6
 MYPY := mypy==1.20.2
 # A real third-party test suite under the profiler at 1 ms (issue "never harm the host"):

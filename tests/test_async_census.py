@@ -86,6 +86,24 @@ def test_each_waiting_task_gets_the_time_it_measured_on_its_await_line(tmp_path:
     assert data["stats"]["async_censuses"] >= 20  # every 50 ms over 2 s, the GIL busy or not
 
 
+def test_uvloop_tasks_are_found_though_its_loop_has_no_python_frame(tmp_path: Path) -> None:
+    """uvloop's loop runs in C: no run_forever frame marks its thread. The census learns it
+    as the main thread's running loop when it runs there (a pending call), and the waits are
+    as the program measured them. Before: no task track at all."""
+    pytest.importorskip("uvloop")  # pinned in the Makefile's DEV_DEPS
+    data = _run(tmp_path, "uvloop")
+    by_line = _waiting_by_line(data["samples"])
+    for task in ("sleeper", "getter", "reader"):
+        measured = data["waited"][task] * 1e9
+        got = by_line.get((task, _marked_line(f"{task} awaits")), 0)
+        assert abs(got - measured) <= TOLERANCE * measured, (
+            task,
+            got / 1e9,
+            measured / 1e9,
+            by_line,
+        )
+
+
 def test_a_task_that_yields_only_to_run_again_is_not_waiting(tmp_path: Path) -> None:
     """cruncher burns CPU between `await asyncio.sleep(0)`: it waits for its turn, not for an
     await. Its time is its thread's samples; the task track has (almost) none of it.

@@ -20,15 +20,18 @@ The rows are kept here, summed per second, thread and chain (a task waiting on o
 an hour is 3,600 rows, however many tasks wait there), and added to a profile or a window as
 it is tidied, on a track of their own per loop thread, `THREAD asyncio tasks`: the loop's
 thread keeps its own samples, whose times add up to its wall time. Their weights are wall
-time off CPU, flagged idle. Uvloop's loop runs in C and is not found (docs/usage.md).
+time off CPU, flagged idle. A loop compiled in C (uvloop) has no run_forever frame: it is
+found when the census runs on the main thread, as the thread's running loop.
 """
 
 from __future__ import annotations
 
+import _thread
 import gc
 import os
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 from types import CoroutineType, GeneratorType
 from typing import Any, Callable, Optional, Union
@@ -70,6 +73,7 @@ class Census:
     chain_list: list[_Chain] = field(default_factory=list)
     last_ns: dict[int, int] = field(default_factory=dict)  # per loop thread: its last census
     codes: _Codes = field(default_factory=lambda: _Codes())
+    compiled_loops: dict[int, Any] = field(default_factory=dict)  # thread ident -> weakref
     stats: dict[str, int] = field(
         default_factory=lambda: {
             "async_censuses": 0,
@@ -117,12 +121,19 @@ class Census:
         run_forever = base_events.BaseEventLoop.run_forever.__code__
         now = self.clock()
         seen: set[int] = set()
-        # Called by the drain thread (no loop) or by the main thread between two bytecodes
-        # (python_tick.h): then its own stack, above this frame, may be a loop's.
+        # A loop compiled in C (uvloop) has no run_forever frame. When the main thread makes
+        # the call (between two bytecodes, python_tick.h) its running loop is at hand: kept,
+        # so that calls the drain thread makes find it too while it runs.
+        running = asyncio.events._get_running_loop()
+        if running is not None:
+            self.compiled_loops[_thread.get_ident()] = weakref.ref(running)
         for ident, frame in sys._current_frames().items():
             loop = _loop_of(frame, run_forever)
             if loop is None:
-                continue
+                ref = self.compiled_loops.get(ident)
+                loop = ref() if ref is not None else None
+                if loop is None or not loop.is_running():
+                    continue
             seen.add(ident)
             last = self.last_ns.get(ident)
             # Tasks waited all the time since the last census (a loop blocked in select,
@@ -132,6 +143,8 @@ class Census:
             self._tasks(asyncio, loop, ident, weight, now)
         for ident in [i for i in self.last_ns if i not in seen]:
             del self.last_ns[ident]
+        for ident in [i for i in self.compiled_loops if i not in seen]:
+            del self.compiled_loops[ident]
         self.stats["async_censuses"] += 1
 
     def _tasks(self, asyncio: Any, loop: Any, ident: int, weight: int, now: int) -> None:
