@@ -1,8 +1,9 @@
 """Waiting asyncio tasks (tests/test_async_census.py): argv = CASE MODE OUT.
 
-CASE "waits" (and "uvloop", the same without cruncher on uvloop's loop): for RUN seconds, `sleeper` awaits asyncio.sleep, `getter` a Queue.get, `reader` a
-read on a 127.0.0.1 socket nobody writes to, and `cruncher` burns CPU, yielding with
-`await asyncio.sleep(0)`; each waiting task measures the time its awaits took. CASE "nested":
+CASE "waits": for RUN seconds, `sleeper` awaits asyncio.sleep, `getter` a Queue.get,
+`reader` a read on a 127.0.0.1 socket nobody writes to, and `cruncher` burns CPU, yielding
+with `await asyncio.sleep(0)`; each waiting task measures the time its awaits took. CASE
+"uvloop": the same on uvloop's loop, without cruncher. CASE "nested":
 `main` gathers `gatherer` (which gathers two `leaf`s), `grouper` (a TaskGroup with one `leaf`,
 3.11+) and `awaiter` (which awaits a task running `leaf`); every leaf sleeps HOLD seconds.
 MODE is spprof's mode (cpu or wall), with async_tasks=True. OUT gets JSON: the measured
