@@ -30,6 +30,7 @@ from spprof._async_census import TRACK_SUFFIX, Census
 from spprof._model import ProfileData, ThreadRecord
 from spprof.output import render
 from spprof.output.report import summary
+from test_formats_pprof import Decoded
 
 SCRIPT = SCRIPTS / "async_waits.py"
 # The census adds the time since its last round (50 ms) to each waiting task: its error is
@@ -311,7 +312,8 @@ def test_rows_outside_a_window_are_left_out_and_others_threads_counted() -> None
 
 def test_formats_show_the_task_track_as_a_thread_of_its_own() -> None:
     """Flame-graph formats (speedscope) get the track as its own profile; timelines (chrome,
-    gecko) leave it out: its rows are sums over many tasks, not a timeline."""
+    gecko) leave it out: its rows are sums over many tasks, not a timeline. pprof labels each
+    sample with its innermost task."""
     now = [10**9]
     census = Census(clock=lambda: now[0], start_ns=0)
     loop = _Loop(_two_waiters)
@@ -327,6 +329,9 @@ def test_formats_show_the_task_track_as_a_thread_of_its_own() -> None:
     assert not [e for e in chrome["traceEvents"] if TRACK_SUFFIX in json.dumps(e)]
     assert render(profile, "gecko")  # renders, without the track
     assert [t.task_track for t in profile.threads] == [False, True]
+    pprof = Decoded(render(profile, "pprof"))
+    tasks = {labels["task"].rsplit(".", 1)[-1] for _, _, labels in pprof.samples}
+    assert tasks == {"main", "on_queue", "on_sleep"}  # the innermost task of each stack
     collapsed = render(profile, "collapsed", thread_roots=True).decode()
     assert f"Loop{TRACK_SUFFIX}" in collapsed and "on_sleep" in collapsed
     assert f"Loop{TRACK_SUFFIX}".encode() in render(profile, "html")

@@ -10,7 +10,8 @@ What goes in:
 - one Function per (qualified name, file, first line) with its start line, and one Location
   per (function, line): the line a frame was executing;
 - one Sample per (thread, stack), leaf first as pprof wants, labelled `thread_name` (string)
-  and `thread_id` (the OS thread id, number);
+  and `thread_id` (the OS thread id, number), and with --async `task` (the innermost task's
+  coroutine, when the stack is a task's);
 - comments with the spprof and Python versions and the command line.
 """
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import gzip
 from typing import TYPE_CHECKING
+
+from .._async_view import TASK_PREFIX
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -140,11 +143,27 @@ def render(profile: ProfileData) -> bytes:
         for k, v in dict(profile.metadata.get("labels") or {}).items()
     )
     stack_locs: dict[int, list[int]] = {}
+    # --async: the innermost task of a stack (its `<task> COROUTINE` frame), as a `task`
+    # label, so that pprof's tagfocus/tagshow and Pyroscope's label filters select a task.
+    table = profile.frame_table
+    task_of: dict[int, bytes] = {}
+    key_task = strings("task")
     for (serial, stack), (count, weight) in profile.stack_weights().items():
         locs = stack_locs.get(stack)
         if locs is None:
             # pprof lists a sample's locations leaf first; spprof's stacks are root first.
             locs = stack_locs[stack] = [location(fid) for fid in reversed(profile.stacks[stack])]
+            task = next(
+                (
+                    table[fid].function_name[len(TASK_PREFIX) :]
+                    for fid in reversed(profile.stacks[stack])
+                    if table[fid].function_name.startswith(TASK_PREFIX) and not table[fid].filename
+                ),
+                None,
+            )
+            if task is not None:
+                named = field_varint(LABEL_KEY, key_task) + field_varint(LABEL_STR, strings(task))
+                task_of[stack] = field_bytes(S_LABEL, named)
         label = labels.get(serial)
         if label is None:
             t = threads[serial]
@@ -158,7 +177,10 @@ def render(profile: ProfileData) -> bytes:
         out.append(
             field_bytes(
                 P_SAMPLE,
-                field_packed(S_LOCATION_ID, locs) + field_packed(S_VALUE, [count, weight]) + label,
+                field_packed(S_LOCATION_ID, locs)
+                + field_packed(S_VALUE, [count, weight])
+                + label
+                + task_of.get(stack, b""),
             )
         )
 
