@@ -194,3 +194,36 @@ def test_async_tasks_must_be_a_bool() -> None:
     with pytest.raises(ValueError, match="async_tasks"):
         spprof.Profiler(async_tasks=1)  # type: ignore[arg-type]
     assert not spprof.is_active()
+
+
+def test_asyncio_run_teardown_tasks_are_the_loops_own_time() -> None:
+    """asyncio.run's teardown runs `loop.shutdown_asyncgens()` as a task: a sample there is the
+    loop's housekeeping, `<event loop>`, not a task of the program's (CI once saw
+    `<task> BaseEventLoop.shutdown_asyncgens` beside a program's own tasks)."""
+    from spprof._async_view import asyncio_dir, root_at_tasks
+    from spprof._model import Frame, ProfileData
+
+    def frame(file: str, name: str) -> Frame:
+        return Frame(function_name=name, filename=os.path.join(asyncio_dir(), file), lineno=1)
+
+    table = [
+        frame("base_events.py", "run_until_complete"),
+        frame("base_events.py", "run_forever"),
+        frame("base_events.py", "_run_once"),
+        frame("events.py", "_run"),
+        frame("base_events.py", "shutdown_asyncgens"),
+        frame("base_events.py", "shutdown_default_executor"),
+    ]
+    profile = ProfileData(
+        interval_ms=10.0,
+        mode="cpu",
+        duration_ns=1,
+        start_ns=0,
+        frame_table=table,
+        stacks=[(0, 1, 2, 3, 4), (0, 1, 2, 3, 5)],
+        rows=b"",
+        thread_table=[],
+        dropped_count=0,
+    )
+    root_at_tasks(profile)
+    assert [profile.frame_table[s[0]].function_name for s in profile.stacks] == [EVENT_LOOP] * 2

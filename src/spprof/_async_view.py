@@ -60,6 +60,10 @@ _SCAFFOLDING: dict[str, Optional[frozenset[str]]] = {
             "_run_once",
             "_run_forever_setup",  # 3.13+
             "_run_forever_cleanup",  # 3.13+
+            # asyncio.run's teardown runs these as tasks: the loop's housekeeping, not the
+            # program's (a sample there was rooted at `<task> BaseEventLoop.shutdown_asyncgens`)
+            "shutdown_asyncgens",
+            "shutdown_default_executor",  # 3.9+
         }
     ),
     "windows_events.py": frozenset({"run_forever"}),  # ProactorEventLoop's override
