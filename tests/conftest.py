@@ -8,8 +8,10 @@ process (CLI, fork, exit paths).
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -60,6 +62,29 @@ def run_python(*args: str, env: dict | None = None, timeout: float = 120, cwd=No
         cwd=cwd,
         input=input,
     )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get_200s(port: int, n: int, host: str = "x", retry_s: float = 0.1, within_s: float = 60) -> int:
+    """GET / on 127.0.0.1:port, one connection at a time, until n answered 200 or within_s
+    passed (a refused connection: the server is still starting, retried after retry_s);
+    how many answered 200."""
+    deadline = time.monotonic() + within_s
+    answered = 0
+    while answered < n and time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                c.sendall(f"GET / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+                answered += c.recv(100).split(b" ")[1:2] == [b"200"]
+        except OSError:
+            time.sleep(retry_s)
+    return answered
 
 
 def self_weight_by_function(samples: Iterable[spprof.Sample]) -> dict[str, int]:

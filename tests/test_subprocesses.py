@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import spprof
-from conftest import SCRIPTS, run_python
+from conftest import SCRIPTS, free_port, get_200s, run_python
 from spprof._model import ProfileData, ThreadRecord
 from spprof._process_merge import merge
 from spprof._rows import ROW
@@ -284,12 +283,6 @@ def test_merge_interns_frames_orders_rows_in_time_and_names_threads_by_process()
     assert [p["pid"] for p in merged.metadata["processes"]] == [10, 11]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 APP = """
 import time
 
@@ -316,16 +309,7 @@ def _serve_40_requests_then_sigterm(server_args: list[str], port: int, tmp_path:
         cmd + server_args, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
     )
     try:
-        deadline = time.monotonic() + 60
-        answered = 0
-        while answered < 40 and time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
-                    c.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
-                    answered += c.recv(100).split(b" ")[1:2] == [b"200"]
-            except OSError:
-                time.sleep(0.1)
-        assert answered == 40, f"{server_args[0]} did not answer"
+        assert get_200s(port, 40) == 40, f"{server_args[0]} did not answer"
     finally:
         server.send_signal(signal.SIGTERM)
         _, stderr = server.communicate(timeout=60)
@@ -339,7 +323,7 @@ def test_gunicorn_workers_handlers_are_in_the_profile(tmp_path):
     (imports), 8-22 samples; the handler nowhere."""
     pytest.importorskip("gunicorn")
     (tmp_path / "app.py").write_text(APP)
-    port = _free_port()
+    port = free_port()
     out = _serve_40_requests_then_sigterm(
         ["gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}", "app:app"], port, tmp_path
     )
@@ -362,7 +346,7 @@ def test_uvicorn_workers_spawned_by_multiprocessing_are_in_the_profile(tmp_path)
     pytest.importorskip("uvicorn")
     app = (Path(__file__).parent / "scripts" / "uvicorn_app.py").read_text()
     (tmp_path / "asgi_app.py").write_text(app)
-    port = _free_port()
+    port = free_port()
     args = ["uvicorn", "--workers", "2", "--port", str(port), "--log-level", "warning"]
     out = _serve_40_requests_then_sigterm(
         [*args, "--lifespan", "off", "asgi_app:app"], port, tmp_path
@@ -492,7 +476,7 @@ def test_django_runserver_under_its_reloader_has_the_view_in_the_profile(tmp_pat
     requests. Old code: the profile held only the reloader's file watcher."""
     pytest.importorskip("django")
     out = tmp_path / "d.spprof"
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, TMPDIR=str(tmp_path))
     env.pop("SPPROF_DEBUG", None)
     site = str(SCRIPTS / "django_site.py")
@@ -502,16 +486,7 @@ def test_django_runserver_under_its_reloader_has_the_view_in_the_profile(tmp_pat
         cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
-        answered = 0
-        deadline = time.monotonic() + 60
-        while answered < 30 and time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
-                    c.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
-                    answered += b" 200 " in c.recv(100)
-            except OSError:
-                time.sleep(0.2)
-        assert answered == 30, "the Django site did not answer"
+        assert get_200s(port, 30, host="localhost", retry_s=0.2) == 30, "Django did not answer"
     finally:
         os.killpg(server.pid, signal.SIGINT)  # Ctrl-C: the terminal's whole process group
         _, stderr = server.communicate(timeout=60)
