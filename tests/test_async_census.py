@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ from typing import Any
 import pytest
 
 import spprof
-from conftest import SCRIPTS, run_python
+from conftest import SCRIPTS, free_port, get_200s, run_python
 from spprof._async_census import TRACK_SUFFIX, Census
 from spprof._model import ProfileData, ThreadRecord
 from spprof.output import render
@@ -70,20 +69,21 @@ def _waiting_by_line(samples: list[Any]) -> dict[tuple[str, int], int]:
     return dict(out)
 
 
-def test_each_waiting_task_gets_the_time_it_measured_on_its_await_line(tmp_path: Path) -> None:
-    """sleeper (asyncio.sleep), getter (Queue.get) and reader (a socket read): each one's
-    await line has, on the task track, the time the task measured its awaits took."""
-    data = _run(tmp_path, "waits")
+def _assert_waits_as_measured(data: dict[str, Any]) -> None:
+    """sleeper's, getter's and reader's await lines have on the task track, within TOLERANCE,
+    the time each task measured its awaits took."""
     by_line = _waiting_by_line(data["samples"])
     for task in ("sleeper", "getter", "reader"):
         measured = data["waited"][task] * 1e9
         got = by_line.get((task, _marked_line(f"{task} awaits")), 0)
-        assert abs(got - measured) <= TOLERANCE * measured, (
-            task,
-            got / 1e9,
-            measured / 1e9,
-            by_line,
-        )
+        assert abs(got - measured) <= TOLERANCE * measured, (task, got / 1e9, measured, by_line)
+
+
+def test_each_waiting_task_gets_the_time_it_measured_on_its_await_line(tmp_path: Path) -> None:
+    """sleeper (asyncio.sleep), getter (Queue.get) and reader (a socket read): each one's
+    await line has, on the task track, the time the task measured its awaits took."""
+    data = _run(tmp_path, "waits")
+    _assert_waits_as_measured(data)
     assert data["stats"]["async_censuses"] >= 20  # every 50 ms over 2 s, the GIL busy or not
 
 
@@ -93,16 +93,7 @@ def test_uvloop_tasks_are_found_though_its_loop_has_no_python_frame(tmp_path: Pa
     as the program measured them. Before: no task track at all."""
     pytest.importorskip("uvloop")  # pinned in the Makefile's DEV_DEPS
     data = _run(tmp_path, "uvloop")
-    by_line = _waiting_by_line(data["samples"])
-    for task in ("sleeper", "getter", "reader"):
-        measured = data["waited"][task] * 1e9
-        got = by_line.get((task, _marked_line(f"{task} awaits")), 0)
-        assert abs(got - measured) <= TOLERANCE * measured, (
-            task,
-            got / 1e9,
-            measured / 1e9,
-            by_line,
-        )
+    _assert_waits_as_measured(data)
 
 
 def test_a_task_that_yields_only_to_run_again_is_not_waiting(tmp_path: Path) -> None:
@@ -292,7 +283,9 @@ def _short(name: str) -> str:
     return prefix + name[len(prefix) :].rsplit(".", 1)[-1]
 
 
-def test_rows_outside_a_window_are_left_out_and_others_threads_counted() -> None:
+def test_a_window_gets_the_part_of_each_row_inside_it_and_strangers_are_counted() -> None:
+    """A window (record --pid, an endpoint request) takes the share of each row that falls
+    in its span; rows of a thread the profile does not have are counted, not placed."""
     now = [10**9]
     census = Census(clock=lambda: now[0], start_ns=0)
     loop = _Loop(_two_waiters)
@@ -302,12 +295,34 @@ def test_rows_outside_a_window_are_left_out_and_others_threads_counted() -> None
         census()
     finally:
         loop.stop()
+    # The second round stands for [1 s, 5 s]: a window on [4 s, 6 s] gets a quarter of it,
+    # one second for each of the three waiting tasks; the first round is outside it.
     window = _profile_of(loop.thread.ident or 0)
-    assert census.add_to(window, 4 * 10**9, 6 * 10**9)["async_waiting_samples"] == 3
+    census.add_to(window, 4 * 10**9, 6 * 10**9)
+    assert [w for _, w, _, _, _ in window.iter_rows()] == [10**9] * 3
     stranger = _profile_of(12345)  # the loop's thread is not one of this profile's
     stats = census.add_to(stranger, 0, 10 * 10**9)
     assert (stats["async_waiting_samples"], stats["async_waiting_unplaced"]) == (0, 6)
     assert len(stranger.thread_table) == 1
+
+
+def test_a_ready_callback_of_an_unhashable_object_does_not_stop_the_census() -> None:
+    """`loop.call_soon(a_list.append, x)` puts a handle whose callback's __self__ is a list in
+    the ready queue: the census tells ready tasks apart by id, not by hashing (a set of those
+    objects raised TypeError, and every census of that loop was lost). A task just created
+    is ready too: not waiting."""
+    loop = asyncio.new_event_loop()
+    try:
+        items: list[int] = []
+        loop.call_soon(items.append, 1)
+        task = loop.create_task(asyncio.sleep(1))
+        census = Census(clock=lambda: 10**9, start_ns=0)
+        census._tasks(asyncio, loop, 1, 10**9, 10**9)
+        assert census.stats["async_waiting_seen"] == 0  # the task's first step is ready
+        task.cancel()
+        loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
+    finally:
+        loop.close()
 
 
 def test_formats_show_the_task_track_as_a_thread_of_its_own() -> None:
@@ -391,9 +406,7 @@ def test_uvicorn_endpoint_await_line_gets_its_share(tmp_path: Path) -> None:
     census: 0 % of samples contained db_query (the issue's FastAPI run)."""
     pytest.importorskip("uvicorn")
     (tmp_path / "app.py").write_text(UVICORN_APP)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     out = tmp_path / "server.spprof"
     env = dict(os.environ)
     env.pop("SPPROF_DEBUG", None)
@@ -401,15 +414,7 @@ def test_uvicorn_endpoint_await_line_gets_its_share(tmp_path: Path) -> None:
     cmd += ["-m", "uvicorn", "app:app", "--port", str(port), "--log-level", "warning"]
     server = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     try:
-        answered, deadline = 0, time.monotonic() + 60
-        while answered < 20 and time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
-                    c.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
-                    answered += c.recv(100).split(b" ")[1:2] == [b"200"]
-            except OSError:
-                time.sleep(0.1)
-        assert answered == 20, "uvicorn did not answer"
+        assert get_200s(port, 20) == 20, "uvicorn did not answer"
     finally:
         server.terminate()
         _, stderr = server.communicate(timeout=60)

@@ -58,12 +58,14 @@ _Chain = tuple[_Element, ...]
 class _Row:
     weight_ns: int = 0
     count: int = 0
+    since_ns: int = 0  # the time its first census's weight began
     last_ns: int = 0
 
 
 @dataclass
 class Census:
-    """One session's census; called by the drain thread, read when a profile is tidied."""
+    """One session's census; called by the main thread or the drain thread (python_tick.h),
+    read when a profile or a window is tidied."""
 
     clock: Callable[[], int]
     start_ns: int
@@ -91,7 +93,7 @@ class Census:
 
         The census holds the GIL while it reads every task, ~2-5 us a task: the next one
         comes late enough for it to take at most MAX_SHARE of the time (1,000 tasks: every
-        50 ms; 10,000: every ~0.6 s). Weights are elapsed times, so a longer period loses no
+        50 ms; 10,000: about every second). Weights are elapsed times, so a longer period loses no
         time, only resolution."""
         # This thread's CPU, not the clock: the interpreter may hand the GIL to the program in
         # the middle (its switch interval), and that time is not the census's.
@@ -153,12 +155,15 @@ class Census:
         # a task that yields with `await asyncio.sleep(0)` between slices of CPU is there at
         # every census the main thread makes (between two steps, python_tick.h), and its time
         # is its thread's samples', not an await's.
-        ready = {getattr(h._callback, "__self__", None) for h in list(getattr(loop, "_ready", ()))}
+        # By id: a callback's __self__ may be anything (a list's append), hashable or not.
+        ready = {
+            id(getattr(h._callback, "__self__", None)) for h in list(getattr(loop, "_ready", ()))
+        }
         own: dict[Any, tuple[_Chain, Any]] = {}  # task -> (its await chain, what it awaits)
         parent: dict[Any, Any] = {}
         codes = self.codes
         for task in _all_tasks(asyncio, loop):
-            if task is current or task in ready or task.done():
+            if task is current or id(task) in ready or task.done():
                 continue  # the running task is on its thread's stack: the sampler's
             chain, awaited, groups = _await_chain(task, codes, asyncio)
             own[task] = (chain, awaited)
@@ -191,7 +196,7 @@ class Census:
             if len(self.rows) >= MAX_ROWS:
                 self.stats["async_census_rows_dropped"] += n
                 return
-            row = self.rows[key] = _Row()
+            row = self.rows[key] = _Row(since_ns=now - weight // n)
         row.weight_ns += weight
         row.count += n
         row.last_ns = now
@@ -209,8 +214,17 @@ class Census:
         out = bytearray()
         added = unplaced = 0
         for (_, ident, cid), row in self.rows.items():
-            if not start_ns <= row.last_ns <= end_ns:
-                continue
+            # A row stands for [since_ns, last_ns]; a window that holds part of it gets that
+            # part of its weight (a 5 s `record --pid` window, rows of up to a second).
+            weight, count, stamp = row.weight_ns, row.count, row.last_ns
+            if row.since_ns < start_ns or row.last_ns > end_ns:
+                span = row.last_ns - row.since_ns
+                inside = min(row.last_ns, end_ns) - max(row.since_ns, start_ns)
+                if span <= 0 or inside <= 0:
+                    continue
+                weight = weight * inside // span
+                count = max(1, round(count * inside / span))
+                stamp = min(row.last_ns, end_ns)
             serial = tracks.get(ident)
             if serial is None:
                 serial = _track(records, ident)
@@ -230,8 +244,8 @@ class Census:
                     ids.append(fid)
                 sid = stack_ids[cid] = len(profile.stacks)
                 profile.stacks.append(tuple(ids))
-            out += ROW.pack(row.last_ns, row.weight_ns, sid, serial | FLAG_IDLE << SERIAL_BITS)
-            added += row.count
+            out += ROW.pack(stamp, weight, sid, serial | FLAG_IDLE << SERIAL_BITS)
+            added += count
         if out:
             profile.rows = bytes(profile.rows) + bytes(out)
             profile._samples = None
