@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import _thread
 import gc
-import os
 import sys
 import time
 import weakref
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field
 from types import CoroutineType, GeneratorType
 from typing import Any, Callable, Optional, Union
 
-from ._async_view import TASK_PREFIX, asyncio_dir
+from ._async_view import TASK_PREFIX, is_asyncio_file
 from ._model import Frame, ProfileData, ThreadRecord
 from ._rows import FLAG_IDLE, ROW, SERIAL_BITS
 
@@ -298,9 +297,9 @@ class _Codes:
         if k is None:
             self.by_id[id(code)] = code
             name = code.co_name
-            if name == "__await__" and _is_asyncio(code.co_filename):
+            if name == "__await__" and is_asyncio_file(code.co_filename):
                 k = _FUTURE_AWAIT  # the pure-Python Future's __await__: `self` is the future
-            elif name in ("__aexit__", "_aexit") and _is_asyncio(code.co_filename):
+            elif name in ("__aexit__", "_aexit") and is_asyncio_file(code.co_filename):
                 k = _GROUP_EXIT  # a TaskGroup's: `self._tasks` are its children
             else:
                 k = _PLAIN
@@ -322,7 +321,7 @@ class _Codes:
         m = self.links.get(id(code))
         if m is None:
             self.by_id[id(code)] = code
-            m = self.links[id(code)] = code.co_name == "wait_for" or not _is_asyncio(
+            m = self.links[id(code)] = code.co_name == "wait_for" or not is_asyncio_file(
                 code.co_filename
             )
         return m
@@ -405,11 +404,6 @@ def _children(awaited: Any, groups: list[Any], codes: _Codes, asyncio: Any) -> l
     for group in groups:
         found.extend(t for t in list(group._tasks) if codes.future_kind(t, asyncio) == _TASK)
     return found
-
-
-def _is_asyncio(filename: str) -> bool:
-    """The file is this interpreter's asyncio package's (as _async_view knows it)."""
-    return os.path.dirname(filename) == asyncio_dir()
 
 
 def _frame(element: _Element, codes: dict[int, Any]) -> Frame:

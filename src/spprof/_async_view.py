@@ -49,6 +49,22 @@ def asyncio_dir() -> str:
     return os.path.dirname(os.path.abspath(origin)) if origin else ""
 
 
+def is_asyncio_file(filename: str) -> bool:
+    """The file is one of this interpreter's asyncio package (as code objects name it)."""
+    return os.path.dirname(filename) == asyncio_dir()
+
+
+def innermost_task(frames: list[Frame], ids: tuple[int, ...]) -> Optional[tuple[int, str]]:
+    """The innermost `<task> COROUTINE` frame of a stack (frame ids into `frames`): its index
+    in the stack and COROUTINE; None for a stack that is no task's. A waiting child sits
+    under its parent's chain (_async_census), so the innermost is the task itself."""
+    for i in range(len(ids) - 1, -1, -1):
+        f = frames[ids[i]]
+        if not f.filename and f.function_name.startswith(TASK_PREFIX):
+            return i, f.function_name[len(TASK_PREFIX) :]
+    return None
+
+
 # Per file of the asyncio package (3.9-3.15): the functions that run the loop, a callback,
 # or a task's step. None: every function of the file (runners.py only runs a loop).
 _SCAFFOLDING: dict[str, Optional[frozenset[str]]] = {

@@ -20,7 +20,7 @@ from __future__ import annotations
 import gzip
 from typing import TYPE_CHECKING
 
-from .._async_view import TASK_PREFIX
+from .._async_view import innermost_task
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -153,14 +153,8 @@ def render(profile: ProfileData) -> bytes:
         if locs is None:
             # pprof lists a sample's locations leaf first; spprof's stacks are root first.
             locs = stack_locs[stack] = [location(fid) for fid in reversed(profile.stacks[stack])]
-            task = next(
-                (
-                    table[fid].function_name[len(TASK_PREFIX) :]
-                    for fid in reversed(profile.stacks[stack])
-                    if table[fid].function_name.startswith(TASK_PREFIX) and not table[fid].filename
-                ),
-                None,
-            )
+            found = innermost_task(table, profile.stacks[stack])
+            task = found[1] if found is not None else None
             if task is not None:
                 named = field_varint(LABEL_KEY, key_task) + field_varint(LABEL_STR, strings(task))
                 task_of[stack] = field_bytes(S_LABEL, named)

@@ -255,28 +255,24 @@ def _task_lines(profile: ProfileData, top: int) -> list[str]:
     tracks = {r.serial for r in profile.thread_table if r.task_track}
     if not tracks:
         return []
-    from .._async_view import TASK_PREFIX, asyncio_dir
+    from .._async_view import innermost_task, is_asyncio_file
 
-    asyncio_files = asyncio_dir()
     table = profile.frame_table
     tasks: dict[str, list[int]] = {}  # task -> [running ns, waiting ns]
     awaits: dict[int, int] = {}  # frame id of the awaiting line -> waiting ns
     for (serial, stack), (_, weight) in profile.stack_weights().items():
         ids = profile.stacks[stack]
-        marks = [i for i, fid in enumerate(ids) if table[fid].function_name.startswith(TASK_PREFIX)]
-        if not marks:
+        found = innermost_task(table, ids)
+        if found is None:
             continue  # not a task's
-        at = marks[-1]  # the innermost task: a waiting child sits under its parent's chain
-        name = table[ids[at]].function_name[len(TASK_PREFIX) :]
+        at, name = found
         times = tasks.setdefault(name, [0, 0])
         if serial not in tracks:
             times[0] += weight
             continue
         times[1] += weight
         # The innermost line of the program's own: asyncio's awaits are below it.
-        own = [
-            fid for fid in ids[at + 1 :] if os.path.dirname(table[fid].filename) != asyncio_files
-        ]
+        own = [fid for fid in ids[at + 1 :] if not is_asyncio_file(table[fid].filename)]
         if own:
             awaits[own[-1]] = awaits.get(own[-1], 0) + weight
     lines = ["", "  Top asyncio tasks by wall time (each waiting task counts its own time)"]
