@@ -801,7 +801,8 @@ PyMethodDef kMethods[] = {
     {"_thread_cpu_ns", py_thread_cpu_ns, METH_VARARGS,
      "_thread_cpu_ns(native_id, ident) -> the thread's CPU time in ns, None when not readable"},
     {"_python_tick", py_python_tick, METH_VARARGS,
-     "_python_tick(handler, period_s): the drain thread calls handler() every period_s seconds"},
+     "_python_tick(handler, period_s): handler() is called every period_s seconds with the GIL, "
+     "by the main thread or the drain thread; a number it returns is the next period"},
     {"_control_listen", py_control_listen, METH_VARARGS,
      "_control_listen(fd, handler): the drain thread calls handler() (GIL held) when a client "
      "waits on fd or the seconds it returned have passed; fd -1, handler None: no more"},
