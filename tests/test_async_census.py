@@ -342,7 +342,9 @@ def test_formats_show_the_task_track_as_a_thread_of_its_own() -> None:
     assert [p["name"] for p in doc["profiles"]] == [f"Loop{TRACK_SUFFIX} (tid 1234)"]
     chrome = json.loads(render(profile, "chrome"))
     assert not [e for e in chrome["traceEvents"] if TRACK_SUFFIX in json.dumps(e)]
-    assert render(profile, "gecko")  # renders, without the track
+    gecko = json.loads(render(profile, "gecko"))
+    # the loop thread only (it had no samples of its own here), not its task track
+    assert [(t["name"], t["samples"]["length"]) for t in gecko["threads"]] == [("Loop", 0)]
     assert [t.task_track for t in profile.threads] == [False, True]
     pprof = Decoded(render(profile, "pprof"))
     tasks = {labels["task"].rsplit(".", 1)[-1] for _, _, labels in pprof.samples}
