@@ -30,6 +30,7 @@ VENVS := .venvs
 # (tests/test_mypyc_names.py; the lint's pin; 3.10+). gunicorn: a real pre-fork server whose
 # workers --subprocesses must profile (tests/test_subprocesses.py; 27.x needs 3.10+). django
 # (with its asgiref and sqlparse): runserver's reloader re-runs the server in a child (5.2: 3.10+).
+# uvloop, fastapi, aiohttp: real event loops and servers for --async's census (3.10+ but uvloop).
 DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_version<'3.10'" \
             "pytest-benchmark==5.3.1; python_version>='3.10'" "pytest-benchmark==5.2.3; python_version<'3.10'" \
             "jsonschema==4.26.0; python_version>='3.10'" "jsonschema==4.25.1; python_version<'3.10'" \
@@ -43,7 +44,9 @@ DEV_DEPS := "pytest==9.2.0; python_version>='3.10'" "pytest==8.4.2; python_versi
             "mypy==1.20.2; python_version>='3.10'" "gunicorn==27.0.1; python_version>='3.10'" \
             "django==5.2.19; python_version>='3.10'" "asgiref==3.12.1; python_version=='3.10'" \
             "asgiref==3.13.0; python_version>='3.11'" \
-            "sqlparse==0.6.1; python_version>='3.10'" uvloop==0.23.0
+            "sqlparse==0.6.1; python_version>='3.10'" uvloop==0.23.0 \
+            "fastapi==0.165.0; python_version>='3.11'" "fastapi==0.162.5; python_version=='3.10'" \
+            "aiohttp==3.14.5; python_version>='3.10'"
 RUFF := ruff==0.17.6
 MYPY := mypy==1.20.2
 # A real third-party test suite under the profiler at 1 ms (issue "never harm the host"):

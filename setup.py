@@ -3,7 +3,8 @@
 Every .cpp under src/spprof/_ext is compiled except the OS layer, of which exactly one side
 is chosen: platform/linux.cpp and every platform/*_linux.cpp on Linux, platform/darwin.cpp,
 platform/darwin_mach.cpp and every platform/*_darwin.cpp on macOS;
-platform/exit_signals_posix.cpp and platform/fd_poll_posix.cpp (POSIX) are built on both. Environment switches (used
+platform/exit_signals_posix.cpp, platform/fd_poll_posix.cpp and platform/thread_signals_posix.cpp
+(POSIX) are built on both. Environment switches (used
 by the Makefile and CI):
   SPPROF_WERROR=1    -Wall -Wextra -Werror on our own code
   SPPROF_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer build
@@ -34,7 +35,11 @@ def _sources() -> list[str]:
         if "platform" not in p.relative_to(HERE / EXT_DIR).parts
     )
     # Both: the CLI's exit-signal handler, the control socket's poll.
-    posix = ["platform/exit_signals_posix.cpp", "platform/fd_poll_posix.cpp"]
+    posix = [
+        "platform/exit_signals_posix.cpp",
+        "platform/fd_poll_posix.cpp",
+        "platform/thread_signals_posix.cpp",
+    ]
     if sys.platform == "darwin":
         os_layer = ["platform/darwin.cpp", "platform/darwin_mach.cpp", *posix]
         suffix = "_darwin.cpp"

@@ -180,6 +180,26 @@ def test_async_census_costs_at_most_twice_plain_wall_mode(capsys):
     assert float(cells[3].rstrip("x")) <= 2.0, row
 
 
+def test_greenlet_census_costs_at_most_twice_plain_wall_mode(capsys):
+    """benchmarks/greenlet_census_cost.py at a small size (300 gevent greenlets, 1.5 s): the
+    census ran and saw the greenlets waiting, the process CPU of wall --greenlets is within 2x
+    that of wall mode, both measured in this run, and a traced switch is timed. The full-size
+    figures are in docs/performance.md."""
+    pytest.importorskip("gevent")
+    from benchmarks import greenlet_census_cost
+
+    assert (
+        greenlet_census_cost.main(["--greenlets", "300", "--seconds", "1.5", "--rounds", "1"]) == 0
+    )
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    cells = [c.strip() for c in rows[1].split("|")[1:-1]]
+    assert int(cells[4]) >= 15, rows  # 1.5 s / 50 ms = 30, late ones aside
+    assert int(cells[6]) >= 15 * 250, rows  # nearly all 300 wait at each census
+    assert float(cells[3].rstrip("x")) <= 2.0, rows
+    plain, traced = (float(c.split()[0]) for c in rows[3].split("|")[1:-1])
+    assert traced > plain, rows  # the trace function is there: each switch calls it
+
+
 def test_subprocess_family_benchmark_merges_every_child(capsys):
     """benchmarks/subprocess_family.py at a tiny size: a row per configuration, and the root
     merged at least the 10 children the pool made."""

@@ -63,12 +63,16 @@ def _share(a: float, b: float) -> float:
 
 
 @skip_when_emulated("a CPU share measured against the thread's CPU clock")
-@pytest.mark.parametrize("case", ["three", "pytasks", "window"])
+@pytest.mark.parametrize("case", ["three", "pytasks", "window", "uvloop"])
 def test_cpu_samples_are_rooted_at_their_tasks_in_the_measured_ratio(
     tmp_path: Any, case: str
 ) -> None:
     # three: C tasks (_asyncio); pytasks: asyncio's pure-Python Task, whose Task.__step frame
-    # must go too; window: a Profiler(async_tasks=True) block on a session without it.
+    # must go too; window: a Profiler(async_tasks=True) block on a session without it;
+    # uvloop: a compiled loop, whose task steps have no Python frame (the runner is the last
+    # scaffolding: before, those samples kept main() and uvloop.run at their root).
+    if case == "uvloop":
+        pytest.importorskip("uvloop")  # pinned in the Makefile's DEV_DEPS
     d = _run(tmp_path, case, use_async=True)
     assert d["metadata"]["async_tasks"] is True
     roots = _weight_by_root(d["samples"])
@@ -78,6 +82,7 @@ def test_cpu_samples_are_rooted_at_their_tasks_in_the_measured_ratio(
         "<task> sleeper",
         "<task> three",
         "<task> three_pure_python_tasks",
+        "<task> wrapper",  # uvloop.run's own top coroutine (3.9, 3.10)
         EVENT_LOOP,
     }
     # Outside the loop (main() making the coroutine before asyncio.run, a window's block
@@ -227,3 +232,58 @@ def test_asyncio_run_teardown_tasks_are_the_loops_own_time() -> None:
     )
     root_at_tasks(profile)
     assert [profile.frame_table[s[0]].function_name for s in profile.stacks] == [EVENT_LOOP] * 2
+
+
+def test_a_file_written_without_python_gets_the_view_when_loaded() -> None:
+    """The exit-signal path's dump (written without the GIL, so without the view) of an
+    `--async` session: loading it roots the stacks at their tasks. A profile whose view was
+    made at stop is left as it is. Before, such a file kept asyncio's scaffolding."""
+    from spprof._async_view import asyncio_dir
+    from spprof._load import loads
+    from spprof._model import Frame
+    from spprof.output import render
+
+    def frame(file: str, name: str) -> Frame:
+        return Frame(function_name=name, filename=os.path.join(asyncio_dir(), file), lineno=1)
+
+    p = _small_profile()
+    p.frame_table[:] = [
+        Frame(function_name="<module>", filename="/app/main.py", lineno=3),
+        frame("base_events.py", "run_until_complete"),
+        frame("base_events.py", "_run_once"),
+        frame("events.py", "_run"),
+        Frame(function_name="handler", filename="/app/main.py", lineno=9, first_lineno=8),
+    ]
+    p.stacks[:] = [(0, 1, 2, 3, 4)]
+    p.metadata["async_tasks"] = True
+    p.stats["written_without_gil"] = 1
+    got = loads(render(p, "spprof"))
+    assert [[f.function_name for f in s.frames] for s in got.samples] == [
+        ["<task> handler", "handler"]
+    ]
+    assert got.stats["async_task_samples"] == 1
+    del p.stats["written_without_gil"]  # a profile tidied at stop: left alone
+    got = loads(render(p, "spprof"))
+    assert got.samples[0].frames[0].function_name == "<module>"
+
+
+def _small_profile() -> Any:
+    """One thread, one sample of stack 0 (set by the caller)."""
+    from spprof._model import ThreadRecord
+    from spprof._rows import pack
+
+    thread = ThreadRecord(
+        serial=0, ident=1, native_id=1, name="MainThread", cpu_ns=0, registered_ns=0, ended_ns=0
+    )
+    return spprof.Profile(
+        interval_ms=10.0,
+        mode="cpu",
+        duration_ns=10**9,
+        start_ns=0,
+        frame_table=[],
+        stacks=[],
+        rows=pack(10**8, 10**7, 0, 0),
+        thread_table=[thread],
+        dropped_count=0,
+        metadata={},
+    )

@@ -69,6 +69,19 @@ def consume(seconds: float) -> int:
     return n
 
 
+def identity(x: int) -> int:
+    return x
+
+
+def map_calls(seconds: float) -> int:
+    """C calling Python: map() enters the eval loop anew for every item."""
+    end = time.thread_time() + seconds
+    n = 0
+    while time.thread_time() < end:
+        n += len(list(map(identity, range(20))))  # MAP_CALL
+    return n
+
+
 async def crunch(seconds: float) -> int:
     import asyncio
 

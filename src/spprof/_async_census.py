@@ -26,100 +26,55 @@ found when the census runs on the main thread, as the thread's running loop.
 
 from __future__ import annotations
 
-import _thread
 import gc
 import sys
-import time
 import weakref
 from dataclasses import dataclass, field
 from types import CoroutineType, GeneratorType
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional
 
+from . import _ext
 from ._async_view import TASK_PREFIX, is_asyncio_file
-from ._model import Frame, ProfileData, ThreadRecord
-from ._rows import FLAG_IDLE, ROW, SERIAL_BITS
+from ._model import ProfileData
+from ._task_names import TaskNames
+from ._waits import Chain as _Chain
+from ._waits import Element as _Element
+from ._waits import WaitCensus
 
-PERIOD_S = 0.05
 TRACK_SUFFIX = " asyncio tasks"
-MAX_ROWS = 100_000  # distinct (second, thread, chain) keys; beyond, counted and dropped
 MAX_CHAIN = 64  # coroutines followed down one await chain
-MAX_SHARE = 0.05  # of the time a census may take: the next comes later if it took more
 MAX_PARENTS = 16  # tasks followed up from one task to the outermost awaiting it
 MAX_FRAMES_UP = 256  # frames walked up a thread's stack looking for run_forever
 
-# A chain element: a coroutine's (id(code), line), the code kept in _Codes.by_id; or a
-# synthetic frame's name.
-_Element = Union[tuple[int, int], str]
-_Chain = tuple[_Element, ...]
-
 
 @dataclass
-class _Row:
-    weight_ns: int = 0
-    count: int = 0
-    since_ns: int = 0  # the time its first census's weight began
-    last_ns: int = 0
+class Census(WaitCensus):
+    """One session's asyncio census (_waits.WaitCensus: rows, pacing, tracks).
 
+    The census holds the GIL while it reads every task, ~2-5 us a task: 1,000 tasks are read
+    every 50 ms; 10,000 about every second."""
 
-@dataclass
-class Census:
-    """One session's census; called by the main thread or the drain thread (python_tick.h),
-    read when a profile or a window is tidied."""
-
-    clock: Callable[[], int]
-    start_ns: int
-    period_ns: int = int(PERIOD_S * 1e9)
-    rows: dict[tuple[int, int, int], _Row] = field(default_factory=dict)  # (second, ident, chain)
-    chains: dict[_Chain, int] = field(default_factory=dict)
-    chain_list: list[_Chain] = field(default_factory=list)
-    last_ns: dict[int, int] = field(default_factory=dict)  # per loop thread: its last census
-    codes: _Codes = field(default_factory=lambda: _Codes())
+    PREFIX = "async"
+    TRACK_SUFFIX = TRACK_SUFFIX
     compiled_loops: dict[int, Any] = field(default_factory=dict)  # thread ident -> weakref
-    stats: dict[str, int] = field(
-        default_factory=lambda: {
-            "async_censuses": 0,
-            "async_waiting_seen": 0,
-            "async_census_errors": 0,
-            "async_census_rows_dropped": 0,
-            "async_census_ns": 0,  # the censuses' own time (the GIL held)
-            "async_census_period_max_ms": 0,  # the longest period the pacing chose
-        }
-    )
+    code_kinds: Optional[_Codes] = None
+    names: TaskNames = field(default_factory=TaskNames)
+    # cpu mode: no task waits on CPU time; the census learns the tasks' names only, less often
+    names_only: bool = False
 
-    def __call__(self) -> float:
-        """One census; returns the seconds until the next (python_tick.h). Never raises: the
-        program is not ours to disturb.
+    @property
+    def kinds(self) -> _Codes:
+        if self.code_kinds is None:
+            self.code_kinds = _Codes(by_id=self.codes)
+        return self.code_kinds
 
-        The census holds the GIL while it reads every task, ~2-5 us a task: the next one
-        comes late enough for it to take at most MAX_SHARE of the time (1,000 tasks: every
-        50 ms; 10,000: about every second). Weights are elapsed times, so a longer period loses no
-        time, only resolution."""
-        # This thread's CPU, not the clock: the interpreter may hand the GIL to the program in
-        # the middle (its switch interval), and that time is not the census's.
-        t0 = time.thread_time()
-        try:
-            self._census()
-        except Exception as exc:  # an unforeseen object shape ends nothing
-            self.stats["async_census_errors"] += 1
-            if self.stats["async_census_errors"] == 1:
-                from . import _debug
-
-                _debug.debug(f"asyncio census: {exc!r}")
-        cost = time.thread_time() - t0
-        self.stats["async_census_ns"] += int(cost * 1e9)
-        period = max(self.period_ns / 1e9, cost / MAX_SHARE)
-        self.stats["async_census_period_max_ms"] = max(
-            self.stats["async_census_period_max_ms"], round(period * 1000)
-        )
-        return period
-
-    def _census(self) -> None:
+    def _census(self) -> Optional[float]:
         base_events = sys.modules.get("asyncio.base_events")
         if base_events is None:  # the program has not imported asyncio (yet)
-            return
+            return None
         import asyncio  # already imported with asyncio.base_events: a dict lookup
 
-        run_forever = base_events.BaseEventLoop.run_forever.__code__
+        entries = _entries(base_events)
         now = self.clock()
         seen: set[int] = set()
         # A loop compiled in C (uvloop) has no run_forever frame. When the main thread makes
@@ -127,41 +82,51 @@ class Census:
         # so that calls the drain thread makes find it too while it runs.
         running = asyncio.events._get_running_loop()
         if running is not None:
-            self.compiled_loops[_thread.get_ident()] = weakref.ref(running)
+            self.compiled_loops[_ext.thread_ident()] = weakref.ref(running)
         for ident, frame in sys._current_frames().items():
-            loop = _loop_of(frame, run_forever)
+            loop = _loop_of(frame, entries)
+            if loop is not None and not loop.is_running():
+                loop = None  # a Runner before or after its run
             if loop is None:
                 ref = self.compiled_loops.get(ident)
                 loop = ref() if ref is not None else None
                 if loop is None or not loop.is_running():
                     continue
             seen.add(ident)
-            last = self.last_ns.get(ident)
-            # Tasks waited all the time since the last census (a loop blocked in select,
-            # the GIL out of reach): weighted by it, so no time is lost.
-            weight = now - last if last else self.period_ns
-            self.last_ns[ident] = now
-            self._tasks(asyncio, loop, ident, weight, now)
-        for ident in [i for i in self.last_ns if i not in seen]:
-            del self.last_ns[ident]
+            if self.names_only:
+                self._names(asyncio, loop)
+            else:
+                self._tasks(asyncio, loop, ident, self.weight(ident, now), now)
+        self.forget_threads_but(seen)
         for ident in [i for i in self.compiled_loops if i not in seen]:
             del self.compiled_loops[ident]
-        self.stats["async_censuses"] += 1
+        return None
 
     def _tasks(self, asyncio: Any, loop: Any, ident: int, weight: int, now: int) -> None:
         current = asyncio.current_task(loop)
+        if current is None:
+            # 3.14+: _asyncio's current_task does not know a pure-Python task (a task
+            # factory making asyncio.tasks._PyTask): asyncio's Python one does.
+            py_current = getattr(asyncio.tasks, "_py_current_task", None)
+            if py_current is not None and sys.version_info >= (3, 14):
+                current = py_current(loop)
         # Tasks whose next step is in the loop's ready queue wait for nothing but their turn:
         # a task that yields with `await asyncio.sleep(0)` between slices of CPU is there at
         # every census the main thread makes (between two steps, python_tick.h), and its time
-        # is its thread's samples', not an await's.
+        # is its thread's samples', not an await's. A task woken by the future it awaited
+        # (its wakeup callback is ready, not its step) waited on its await line until a moment
+        # ago: it is counted, or a task that wakes while another runs loses the whole round.
         # By id: a callback's __self__ may be anything (a list's append), hashable or not.
         ready = {
-            id(getattr(h._callback, "__self__", None)) for h in list(getattr(loop, "_ready", ()))
+            id(getattr(h._callback, "__self__", None))
+            for h in list(getattr(loop, "_ready", ()))
+            if not _is_wakeup(h._callback)
         }
         own: dict[Any, tuple[_Chain, Any]] = {}  # task -> (its await chain, what it awaits)
         parent: dict[Any, Any] = {}
-        codes = self.codes
+        codes = self.kinds
         for task in _all_tasks(asyncio, loop):
+            self._name(task, codes)  # running or not: its samples' root is named too
             if task is current or id(task) in ready or task.done():
                 continue  # the running task is on its thread's stack: the sampler's
             chain, awaited, groups = _await_chain(task, codes, asyncio)
@@ -181,74 +146,44 @@ class Census:
                 up = parent.get(up)
             same[full] = same.get(full, 0) + 1
         for full, n in same.items():
-            self._add(ident, full, n, weight * n, now)
+            self.add(ident, full, n, weight * n, now)
 
-    def _add(self, ident: int, chain: _Chain, n: int, weight: int, now: int) -> None:
-        """n tasks waited on `chain` for `weight` ns in all."""
-        cid = self.chains.get(chain)
-        if cid is None:
-            cid = self.chains[chain] = len(self.chain_list)
-            self.chain_list.append(chain)
-        key = ((now - self.start_ns) // 1_000_000_000, ident, cid)
-        row = self.rows.get(key)
-        if row is None:
-            if len(self.rows) >= MAX_ROWS:
-                self.stats["async_census_rows_dropped"] += n
-                return
-            row = self.rows[key] = _Row(since_ns=now - weight // n)
-        row.weight_ns += weight
-        row.count += n
-        row.last_ns = now
-        self.stats["async_waiting_seen"] += n
+    def _names(self, asyncio: Any, loop: Any) -> None:
+        codes = self.kinds
+        for task in _all_tasks(asyncio, loop):
+            self._name(task, codes)
+
+    def _name(self, task: Any, codes: _Codes) -> None:
+        """Learn the task's name for its outermost coroutine's root (_task_names.py)."""
+        coro = task.get_coro()
+        t = type(coro)
+        if t is CoroutineType:
+            code = coro.cr_code
+        elif t is GeneratorType:
+            code = coro.gi_code
+        else:
+            return  # a compiled coroutine: its root is its type's name, never renamed
+        codes.kind(code)  # keeps the code: head() reads it by id
+        head = codes.head(code)
+        if not self.names.settled(head):
+            self.names.see(head, task.get_name())
 
     def add_to(self, profile: ProfileData, start_ns: int, end_ns: int) -> dict[str, int]:
-        """Add the rows stamped within [start_ns, end_ns] to the profile, each on its loop
-        thread's task track; return the census's stats (with the rows left out because their
-        thread was not one of the profile's)."""
-        table = profile.frame_table
-        frame_ids = {f: i for i, f in enumerate(table)}
-        records = profile.thread_table
-        tracks: dict[int, int] = {}  # loop thread ident -> its track's serial
-        stack_ids: dict[int, int] = {}  # chain id -> stack id
-        out = bytearray()
-        added = unplaced = 0
-        for (_, ident, cid), row in self.rows.items():
-            # A row stands for [since_ns, last_ns]; a window that holds part of it gets that
-            # part of its weight (a 5 s `record --pid` window, rows of up to a second).
-            weight, count, stamp = row.weight_ns, row.count, row.last_ns
-            if row.since_ns < start_ns or row.last_ns > end_ns:
-                span = row.last_ns - row.since_ns
-                inside = min(row.last_ns, end_ns) - max(row.since_ns, start_ns)
-                if span <= 0 or inside <= 0:
-                    continue
-                weight = weight * inside // span
-                count = max(1, round(count * inside / span))
-                stamp = min(row.last_ns, end_ns)
-            serial = tracks.get(ident)
-            if serial is None:
-                serial = _track(records, ident)
-                if serial is None:
-                    unplaced += row.count
-                    continue
-                tracks[ident] = serial
-            sid = stack_ids.get(cid)
-            if sid is None:
-                ids = []
-                for element in self.chain_list[cid]:
-                    f = _frame(element, self.codes.by_id)
-                    fid = frame_ids.get(f)
-                    if fid is None:
-                        fid = frame_ids[f] = len(table)
-                        table.append(f)
-                    ids.append(fid)
-                sid = stack_ids[cid] = len(profile.stacks)
-                profile.stacks.append(tuple(ids))
-            out += ROW.pack(stamp, weight, sid, serial | FLAG_IDLE << SERIAL_BITS)
-            added += count
-        if out:
-            profile.rows = bytes(profile.rows) + bytes(out)
-            profile._samples = None
-        return {**self.stats, "async_waiting_samples": added, "async_waiting_unplaced": unplaced}
+        """The rows (_waits.WaitCensus.add_to), then the roots of named tasks' coroutines,
+        running (the asyncio view's) and waiting, as their names."""
+        stats = super().add_to(profile, start_ns, end_ns)
+        stats["async_task_roots_named"] = self.names.rename(profile)
+        return stats
+
+
+def _is_wakeup(callback: Any) -> bool:
+    """Whether a ready callback is a task's wakeup (its awaited future is done): the C task's
+    `task_wakeup` (3.10+) or TaskWakeupMethWrapper (3.9), the pure-Python Task's `__wakeup`;
+    a step (TaskStepMethWrapper, `__step`) is a task that yielded for its turn."""
+    name = getattr(callback, "__name__", None)
+    if not isinstance(name, str):
+        name = type(callback).__name__
+    return "wakeup" in name.lower()
 
 
 def _all_tasks(asyncio: Any, loop: Any) -> set[Any]:
@@ -262,13 +197,33 @@ def _all_tasks(asyncio: Any, loop: Any) -> set[Any]:
     return tasks
 
 
-def _loop_of(frame: Any, run_forever: Any) -> Any:
-    """The event loop a thread runs: `self` of its BaseEventLoop.run_forever frame."""
+def _entries(base_events: Any) -> dict[Any, str]:
+    """The code of each function a thread running a loop has on its stack -> where its frame
+    holds the loop: BaseEventLoop.run_forever's `self`; for a loop compiled in C (uvloop),
+    which has no run_forever frame, the asyncio.Runner running it (`self._loop`, 3.11+) or
+    asyncio.run's and uvloop.run's `loop` (3.9, 3.10)."""
+    entries = {base_events.BaseEventLoop.run_forever.__code__: "self"}
+    runners = sys.modules.get("asyncio.runners")
+    runner = getattr(runners, "Runner", None)
+    if runner is not None:
+        entries[runner.run.__code__] = "self._loop"
+    for module in (runners, sys.modules.get("uvloop")):
+        code = getattr(getattr(module, "run", None), "__code__", None)
+        if code is not None and "loop" in code.co_varnames:
+            entries.setdefault(code, "loop")
+    return entries
+
+
+def _loop_of(frame: Any, entries: dict[Any, str]) -> Any:
+    """The event loop a thread runs, from the innermost of its frames that holds one."""
     for _ in range(MAX_FRAMES_UP):
         if frame is None:
             return None
-        if frame.f_code is run_forever:
-            return frame.f_locals.get("self")
+        where = entries.get(frame.f_code)
+        if where is not None:
+            if where == "self._loop":
+                return getattr(frame.f_locals.get("self"), "_loop", None)
+            return frame.f_locals.get(where)
         frame = frame.f_back
     return None
 
@@ -404,69 +359,3 @@ def _children(awaited: Any, groups: list[Any], codes: _Codes, asyncio: Any) -> l
     for group in groups:
         found.extend(t for t in list(group._tasks) if codes.future_kind(t, asyncio) == _TASK)
     return found
-
-
-def _frame(element: _Element, codes: dict[int, Any]) -> Frame:
-    if isinstance(element, str):
-        return Frame(function_name=element, filename="", lineno=0, qualname=element)
-    code_id, line = element
-    code = codes[code_id]
-    return Frame(
-        function_name=code.co_name,
-        filename=code.co_filename,
-        lineno=line,
-        qualname=getattr(code, "co_qualname", code.co_name),
-        first_lineno=code.co_firstlineno,
-    )
-
-
-def _track(records: list[ThreadRecord], ident: int) -> Optional[int]:
-    """The serial of the loop thread's task track, added to the table on first use; None
-    when the profile has no thread of that ident."""
-    thread = next((r for r in reversed(records) if r.ident == ident and not r.native_only), None)
-    if thread is None:
-        return None
-    serial = len(records)
-    records.append(
-        ThreadRecord(
-            serial=serial,
-            ident=thread.ident,
-            native_id=thread.native_id,
-            name=thread.name + TRACK_SUFFIX,
-            cpu_ns=0,
-            registered_ns=thread.registered_ns,
-            ended_ns=thread.ended_ns,
-            pid=thread.pid,
-            task_track=True,
-        )
-    )
-    return serial
-
-
-_active: Optional[Census] = None
-
-
-# _ext._python_tick: (handler returning its next period, or None to stop; first period)
-_Tick = Callable[[Optional[Callable[[], object]], float], None]
-
-
-def start(clock: Callable[[], int], tick: _Tick) -> None:
-    """Begin a census for the session just started (wall mode with async_tasks)."""
-    global _active
-    _active = Census(clock=clock, start_ns=clock())
-    tick(_active, PERIOD_S)
-
-
-def stop(tick: _Tick) -> Optional[Census]:
-    """End the calls (before the session stops); the census stays readable until forget()."""
-    tick(None, PERIOD_S)
-    return _active
-
-
-def current() -> Optional[Census]:
-    return _active
-
-
-def forget() -> None:
-    global _active
-    _active = None

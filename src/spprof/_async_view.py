@@ -103,14 +103,20 @@ _SCAFFOLDING: dict[str, Optional[frozenset[str]]] = {
 # The scaffolding frames that call a task's coroutine (or a callback) right below them.
 _STEPS = frozenset({"__step", "__step_run_and_handle_result", "__wakeup"})
 
-# Frame kinds: not asyncio's, asyncio's other code, loop scaffolding, scaffolding that runs
-# a task's step or a callback (Handle._run, the pure-Python Task's step).
-_OTHER, _ASYNCIO, _LOOP, _RUNS_CODE = range(4)
+# Frame kinds: not asyncio's, asyncio's other code, loop scaffolding, a runner (asyncio.run,
+# Runner.run, uvloop.run: below it, a loop compiled in C calls a task's step or a callback
+# with no Python frame between), scaffolding that runs a task's step or a callback
+# (Handle._run, the pure-Python Task's step).
+_OTHER, _ASYNCIO, _LOOP, _RUNNER, _RUNS_CODE = range(5)
+# uvloop's own run (3.9, 3.10; on 3.11+ it runs an asyncio.Runner).
+_UVLOOP_RUN = (os.sep + os.path.join("uvloop", "__init__.py"), "run")
 
 
 def _kind(frame: Frame) -> int:
     if frame.is_native or not frame.filename:
         return _OTHER
+    if frame.function_name == _UVLOOP_RUN[1] and frame.filename.endswith(_UVLOOP_RUN[0]):
+        return _RUNNER
     directory, base = os.path.split(frame.filename)
     package = asyncio_dir()
     if directory != package:
@@ -126,6 +132,8 @@ def _kind(frame: Frame) -> int:
         return _ASYNCIO
     if base == "events.py" or (base == "tasks.py" and frame.function_name in _STEPS):
         return _RUNS_CODE
+    if base == "runners.py":
+        return _RUNNER
     return _LOOP
 
 
@@ -187,7 +195,10 @@ def root_at_tasks(profile: ProfileData) -> dict[str, int]:
         at = next((i for i, fid in enumerate(rest) if not table[fid].is_native), None)
         # A task's coroutine sits right below a step (pure-Python Task) or Handle._run (C
         # Task); what the step itself calls (loop.call_soon) and plain callbacks are the loop's.
-        if at is not None and kinds[ids[last]] == _RUNS_CODE and is_coroutine(rest[at]):
+        # Under a compiled loop (uvloop) the innermost scaffolding is the runner, and a task's
+        # coroutine (or a plain callback) comes right after it.
+        runs = kinds[ids[last]] in (_RUNS_CODE, _RUNNER)
+        if at is not None and runs and is_coroutine(rest[at]):
             head = synthetic_id(TASK_PREFIX + table[rest[at]].display_name)
             stacks[sid] = (head, *rest[at:])
             tasks.add(sid)

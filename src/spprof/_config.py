@@ -35,6 +35,7 @@ class ValidConfig:
     interpreter_frames: bool
     max_overhead_pct: Optional[float]
     async_tasks: bool = False
+    greenlets: bool = False  # waiting greenlets (wall mode, _greenlet_census.py)
     http: Optional[HttpAddress] = None  # the pprof endpoint (_http.py), None: none
     subprocesses: bool = False  # child processes profiled too (_subprocesses.py)
 
@@ -53,6 +54,7 @@ class SessionConfig:
     interpreter_frames: object = False
     max_overhead_pct: object = None
     async_tasks: object = False
+    greenlets: object = False
     http: object = None
     http_allow_remote: object = False
     subprocesses: object = False
@@ -92,6 +94,8 @@ class SessionConfig:
             raise ValueError(
                 f"{name('async_tasks')} must be True or False, got {self.async_tasks!r}"
             )
+        if not isinstance(self.greenlets, bool):
+            raise ValueError(f"{name('greenlets')} must be True or False, got {self.greenlets!r}")
         if not isinstance(self.subprocesses, bool):
             raise ValueError(
                 f"{name('subprocesses')} must be True or False, got {self.subprocesses!r}"
@@ -126,6 +130,7 @@ class SessionConfig:
             interpreter_frames=bool(self.interpreter_frames),
             max_overhead_pct=overhead_pct,
             async_tasks=self.async_tasks,
+            greenlets=self.greenlets,
             http=http,
             subprocesses=self.subprocesses,
         )

@@ -15,7 +15,7 @@ import struct
 import zlib
 from typing import Any, Union
 
-from . import _mypyc_names, _runner_frames
+from . import _async_view, _greenlet_view, _mypyc_names, _runner_frames
 from ._model import Frame, ThreadRecord
 from ._profile import Profile
 from ._rows import ROW_SIZE, SERIAL_MASK, STACK, THREAD_AND_FLAGS, TIMESTAMP, WEIGHT
@@ -202,6 +202,12 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
         profile.frame_table = _mypyc_names.rename_frames(
             frames, _mypyc_names.modules_on_disk(frames)
         )
+        # Nor were the asyncio view and pure-Python gevent's root made (both read the stacks
+        # only): made here. The waiting tasks' and greenlets' censuses are not in such a file.
+        if profile.metadata.get("async_tasks"):
+            profile.stats.update(_async_view.root_at_tasks(profile))
+        if profile.metadata.get("greenlets"):
+            profile.stats["greenlet_run_roots_dropped"] = _greenlet_view.drop_greenlet_run(profile)
     return profile
 
 

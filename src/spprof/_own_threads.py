@@ -9,6 +9,7 @@ and a type check costs nothing where a missing attribute costs an exception."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from typing import Any, Callable
 
@@ -16,7 +17,20 @@ from . import _ext
 
 
 class OwnThread(threading.Thread):
-    """One of spprof's threads (never sampled)."""
+    """One of spprof's threads (never sampled). It starts with the asynchronous signals
+    blocked, as the extension's threads do: a signal sent to the process (SIGINT, SIGTERM,
+    SIGCHLD) must reach the program's threads, not run its handler here (or kill the process
+    where the program blocks it everywhere and waits for it with sigwait)."""
+
+    def start(self) -> None:
+        # The new thread inherits the mask at creation; start() returns once it runs.
+        # The extension's list (platform/thread_signals_posix.cpp): every signal but those a
+        # faulting instruction raises.
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _ext.own_thread_signals())
+        try:
+            super().start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def own_thread(target: Callable[..., None], name: str, args: tuple[Any, ...] = ()) -> OwnThread:

@@ -20,13 +20,14 @@ import threading
 from typing import Any, Callable, Optional, TypeVar
 
 from . import (
-    _async_census,
     _async_view,
+    _censuses,
     _children,
     _control,
     _debug,
     _exit_calls,
     _ext,
+    _greenlet_view,
     _http,
     _mypyc_names,
     _runner_frames,
@@ -119,6 +120,11 @@ _INNER_FILES = _package_files(
     "_runner_frames.py",
     "_async_view.py",
     "_async_census.py",
+    "_task_names.py",
+    "_greenlet_census.py",
+    "_greenlet_view.py",
+    "_waits.py",
+    "_censuses.py",
     "_http.py",
     "_http_address.py",
     "_control.py",
@@ -142,7 +148,7 @@ def _is_inner_profiler_frame(frame: Any) -> bool:
 _BOOTSTRAP_INNER = "_bootstrap_inner"
 
 
-def _install_thread_hook() -> None:
+def _install_thread_hook(greenlets: bool = False) -> None:
     """Thread._bootstrap_inner becomes a C method that calls the registrar, then the
     original: nothing the program can see in threading.getprofile()/gettrace() or reset with
     setprofile(None), no frame of spprof's on the thread's stack, no PEP 669 re-instrumentation
@@ -153,7 +159,9 @@ def _install_thread_hook() -> None:
         return  # not there (an unknown threading), or already ours
     # The registrar (C): the new thread's name, its target's code as its entry, and spprof's
     # own threads (OwnThread, the pprof endpoint's) made spprof's instead of sampled.
-    registrar = _ext.thread_registrar(threading.Thread.run, OwnThread)
+    # With --greenlets (wall mode), each new thread gets the greenlet trace (_greenlet_census).
+    on_start = _censuses.on_thread_start if greenlets else None
+    registrar = _ext.thread_registrar(threading.Thread.run, OwnThread, on_start)
     setattr(threading.Thread, _BOOTSTRAP_INNER, _ext.thread_start_hook(current, registrar))
 
 
@@ -183,6 +191,7 @@ def start(
     interpreter_frames: bool = False,
     max_overhead_pct: Optional[float] = None,
     async_tasks: bool = False,
+    greenlets: bool = False,
     http: Optional[str] = None,
     http_allow_remote: bool = False,
     subprocesses: bool = False,
@@ -201,7 +210,10 @@ def start(
     max_overhead_pct: an overhead budget: the profiler measures its own cost and widens the
     interval (never below interval_ms) to stay under it; stats()["effective_interval_ms"].
     async_tasks: root each sample taken in an asyncio event loop at its task (`<task> coro`)
-    or at `<event loop>`, folding the loop's own frames away (docs/usage.md, "asyncio").
+    or at `<event loop>`, folding the loop's own frames away (docs/usage.md, "asyncio");
+    in wall mode, every waiting task too, on the line it awaits. greenlets: in wall mode, every
+    switched-out greenlet (gevent, greenlet) on the line it switched out on (docs/usage.md,
+    "gevent and greenlet").
     http: "HOST:PORT" (port 0: any free one) to serve /debug/pprof/profile?seconds=N, a pprof
     window on this session (docs/usage.md "pprof endpoint"); loopback only unless
     http_allow_remote. The bound address: http_address().
@@ -220,6 +232,7 @@ def start(
         interpreter_frames=interpreter_frames,
         max_overhead_pct=max_overhead_pct,
         async_tasks=async_tasks,
+        greenlets=greenlets,
         http=http,
         http_allow_remote=http_allow_remote,
         subprocesses=subprocesses,
@@ -240,7 +253,7 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
             raise RuntimeError("spprof is already profiling; call spprof.stop() first")
         # Bound before sampling starts: a port in use fails with nothing started.
         listener = _http.bind(cfg.http) if cfg.http is not None else None
-        _install_thread_hook()
+        _install_thread_hook(cfg.greenlets and cfg.mode == "wall")
         try:
             _ext.start(
                 int(cfg.interval_ms * 1_000_000),
@@ -265,8 +278,8 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
     if listener is not None:
         _http.serve(listener, _http_window)
     _control.open_channel(_control_window, _control_window_to, not _subprocesses.in_child())
-    if cfg.async_tasks and cfg.mode == "wall":  # waiting tasks (_async_census.py)
-        _async_census.start(_ext.monotonic_ns, _ext._python_tick)
+    # Waiting tasks and greenlets (wall mode), tasks' names (_censuses.py), when asked for
+    _censuses.start(cfg.mode, cfg.async_tasks, cfg.greenlets, _ext.monotonic_ns, _ext._python_tick)
     if cfg.output_path is not None:
         _cover_exits()
     if _debug.enabled:  # stats() costs a native call and a dataclass: only when it is printed
@@ -308,10 +321,12 @@ def _tidy(profile: Profile) -> Profile:
     _runner_frames.hide_spprof_frames(profile)
     if profile.metadata.get("async_tasks"):
         profile.stats.update(_async_view.root_at_tasks(profile))
-        census = _async_census.current()
-        if census is not None:  # wall mode: the tasks that waited meanwhile
-            end = profile.start_ns + profile.duration_ns
-            profile.stats.update(census.add_to(profile, profile.start_ns, end))
+    if profile.metadata.get("greenlets"):  # pure-Python gevent's Greenlet.run at the root
+        profile.stats["greenlet_run_roots_dropped"] = _greenlet_view.drop_greenlet_run(profile)
+    # Wall mode: the tasks and greenlets that waited meanwhile.
+    end = profile.start_ns + profile.duration_ns
+    for census in _censuses.current():
+        profile.stats.update(census.add_to(profile, profile.start_ns, end))
     return profile
 
 
@@ -327,7 +342,7 @@ def _stop_and_write() -> Profile:
         if cfg is None or not _ext.is_active():
             raise RuntimeError("spprof is not profiling; call spprof.start() first")
         _remove_thread_hook()
-        _async_census.stop(_ext._python_tick)  # its rows stay for _tidy
+        _censuses.stop(_ext._python_tick)  # their rows stay for _tidy
         try:
             raw = _ext.stop()
         finally:
@@ -335,7 +350,7 @@ def _stop_and_write() -> Profile:
     family_child, _family_child = _family_child, False
     global _carried
     profile = _tidy(Profile.from_native(raw, cfg.mode, cfg.interval_ms, _metadata(cfg)))
-    _async_census.forget()
+    _censuses.forget()
     if _children_start is not None:
         profile.stats.update(_children.since(_children_start))
     profile.stats.update(http_stats)
@@ -539,6 +554,7 @@ def _metadata(cfg: ValidConfig) -> dict[str, Any]:
         "mode": cfg.mode,
         "interval_ms": cfg.interval_ms,
         "async_tasks": cfg.async_tasks,
+        "greenlets": cfg.greenlets,
     }
 
 
@@ -578,6 +594,7 @@ class Profiler:
         interpreter_frames: bool = False,
         max_overhead_pct: Optional[float] = None,
         async_tasks: bool = False,
+        greenlets: bool = False,
         subprocesses: bool = False,
         thread: Optional[str] = None,
         labels: Optional[dict[str, str]] = None,
@@ -594,6 +611,7 @@ class Profiler:
             interpreter_frames=interpreter_frames,
             max_overhead_pct=max_overhead_pct,
             async_tasks=async_tasks,
+            greenlets=greenlets,
             subprocesses=subprocesses,
         ).validate()
         self._thread = _windows.check_thread(thread)
@@ -612,12 +630,23 @@ class Profiler:
         }
         self._asked = {k: v for k, (explicit, v) in given.items() if explicit}
         self._window: Optional[_windows.Window] = None
+        self._censuses: list[Any] = []  # a window's own (_censuses.open_for_window)
         self._native_tid = 0
         self.profile: Optional[Profile] = None
 
     def start(self) -> None:
         self._window = _open_window(self._asked, self._thread, self._labels)
         if self._window is not None:
+            cfg = self._config
+            if cfg.async_tasks or cfg.greenlets:
+                # Waiting tasks or greenlets (or tasks' names) the session does not count
+                self._censuses = _censuses.open_for_window(
+                    self._window.session.mode,
+                    cfg.async_tasks,
+                    cfg.greenlets,
+                    _ext.monotonic_ns,
+                    _ext._python_tick,
+                )
             return
         start_checked(self._config)
         self._native_tid = threading.get_native_id() if self._thread == "current" else 0
@@ -633,7 +662,12 @@ class Profiler:
             if self._native_tid or self._labels:
                 self._write(profile)
         else:
-            closed = _close_window(window, self._window_metadata(window))
+            try:
+                _censuses.settle(self._censuses)  # up to now: the window ends here
+                closed = _close_window(window, self._window_metadata(window))
+            finally:
+                censuses, self._censuses = self._censuses, []
+                _censuses.close_for_window(censuses)
             # None: the session stopped (or this is a forked child), and the program goes on
             profile = closed if closed is not None else window.orphaned(_metadata(window.session))
             self._write(profile)
@@ -736,7 +770,7 @@ def _after_fork_child() -> None:
         _active = None
     _carried = _before_exec = None
     _control.after_fork_child()
-    _async_census.forget()
+    _censuses.forget()
     if _covers_exit_calls:
         _covers_exit_calls = False
         _exit_calls.disable()

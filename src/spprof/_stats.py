@@ -26,6 +26,7 @@ class SessionStats(Mapping[str, Any]):
     dropped_memory_limit: int
     walk_errors: int
     walk_faults: int
+    samples_deferred: int
     native_faults: int
     samples_in_subinterpreters: int
     samples_unguarded: int
@@ -79,6 +80,7 @@ class SessionStats(Mapping[str, Any]):
     code_objects_kept: Optional[int] = None
     samples_stored: Optional[int] = None
     memory_bytes: Optional[int] = None
+    python_memory_bytes: Optional[int] = None  # the censuses' rows (in memory_bytes)
     memory_limit_bytes: Optional[int] = None
     mode: Optional[str] = None
     capture_ns: Optional[int] = None

@@ -55,6 +55,7 @@ _INHERITED = (
     "interpreter_frames",
     "max_overhead_pct",
     "async_tasks",
+    "greenlets",
 )
 
 
@@ -167,11 +168,14 @@ def end(own: P) -> P:
     children: list[ProfileData] = []  # loaded as Profile
     unreadable: list[int] = []
     unfinished: list[int] = []
-    # Every child that marked itself or wrote, before any mark is removed below.
+    # Every child that marked itself or wrote, before any mark is removed below; and those
+    # the loop meets (a child still starting may mark itself between the two looks: counted
+    # twice as running, before).
     known = {int(m.name.split(".")[0]) for m in base.iterdir() if m.name[:1].isdigit()}
     for mark in sorted(base.glob(f"*{_RUNNING}")):
         stem = mark.name[: -len(_RUNNING)]
         pid = int(stem.split(".")[0])
+        known.add(pid)
         written = base / f"{stem}{_WRITTEN}"
         if written.is_file():
             try:

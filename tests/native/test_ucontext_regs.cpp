@@ -31,6 +31,7 @@ TEST(ucontext_registers_land_in_their_slots) {
     mc.gregs[REG_R14] = 0x4003;
     mc.gregs[REG_R15] = 0x4004;
     mc.gregs[REG_RAX] = 0x9999;  // caller-saved: not carried
+    mc.gregs[REG_R10] = 0x6666;  // caller-saved, but gcc's DRAP register: carried apart
     const int kCallee = 5;
 #elif defined(__aarch64__)
     mc.pc = 0x1111;
@@ -50,8 +51,11 @@ TEST(ucontext_registers_land_in_their_slots) {
     CHECK_EQ(rc.fp, uint64_t{0x3333});
 #if defined(__aarch64__)
     CHECK_EQ(rc.lr, uint64_t{0x5555});
+    CHECK(!rc.drap_known);  // no DRAP on aarch64
 #else
     CHECK_EQ(rc.lr, uint64_t{0});  // no link register: the return address is on the stack
+    CHECK(rc.drap_known);
+    CHECK_EQ(rc.drap, uint64_t{0x6666});
 #endif
     for (int i = 0; i < kCallee; ++i) CHECK_EQ(rc.callee_saved[i], uint64_t{0x4000} + static_cast<uint64_t>(i));
     for (int i = kCallee; i < 10; ++i) CHECK_EQ(rc.callee_saved[i], uint64_t{0});

@@ -427,25 +427,35 @@ TEST(unwind_native_fake_stack_cfi_then_fp) {
     CHECK(!st.truncated);
 }
 
+namespace {
+
+// A fake module of three FDEs: f1 [0, 0x40) and f3 [0x80, 0xc0) with the instructions given,
+// f2 [0x40, 0x80) the fake module's own (`sub rsp` to a 32-byte frame, rbx saved at CFA - 16).
+void build_three_fdes(FakeModule* fm, const std::vector<uint8_t>& f1_insns,
+                      const std::vector<uint8_t>& f3_insns) {
+    std::memset(g_mod, 0, sizeof g_mod);
+    fm->text = reinterpret_cast<uintptr_t>(g_mod) + 0x800;
+    Emitter eh{g_mod, 0x100};
+    const size_t cie = emit_cie(eh);
+    const size_t f1 = emit_fde(eh, cie, fm->text, 0x40, f1_insns);
+    const size_t f2 = emit_fde(eh, cie, fm->text + 0x40, 0x40, {0x44, 0x0e, 32, 0x80 | kRbx, 2});
+    const size_t f3 = emit_fde(eh, cie, fm->text + 0x80, 0x40, f3_insns);
+    eh.u32(0);
+    const size_t fdes[3] = {f1, f2, f3};
+    index_fake_module(fdes, fm);
+}
+
+}  // namespace
+
 TEST(unwind_native_realigned_frame_by_expressions) {
     // gcc's stack realignment (DRAP), as in AVX code: after `lea r10,[rsp+8]; and rsp,-32;
     // push [r10-8]; push rbp; mov rbp,rsp; push r10` the CFA is *(rbp - 8) and rbp is saved at
     // rbp + 0, both DWARF expressions. Before, the deref stopped the walk (unsupported_cfi).
     FakeModule fm;
-    std::memset(g_mod, 0, sizeof g_mod);
-    const uintptr_t base = reinterpret_cast<uintptr_t>(g_mod);
-    fm.text = base + 0x800;
-    Emitter eh{g_mod, 0x100};
-    const size_t cie = emit_cie(eh);
-    const size_t f1 = emit_fde(eh, cie, fm.text, 0x40,
-                               {0x0f, 3, 0x70 | kRbp, 0x78, 0x06,     // def_cfa_expression: *(rbp - 8)
-                                0x10, kRbp, 2, 0x70 | kRbp, 0x00});   // expression rbp: at rbp + 0
-    const size_t f2 = emit_fde(eh, cie, fm.text + 0x40, 0x40, {0x44, 0x0e, 32, 0x80 | kRbx, 2});
-    const size_t f3 = emit_fde(eh, cie, fm.text + 0x80, 0x40,
-                               {0x41, 0x0e, 16, 0x80 | kRbp, 2, 0x43, 0x0d, kRbp});
-    eh.u32(0);
-    const size_t fdes[3] = {f1, f2, f3};
-    index_fake_module(fdes, &fm);
+    build_three_fdes(&fm,
+                     {0x0f, 3, 0x70 | kRbp, 0x78, 0x06,     // def_cfa_expression: *(rbp - 8)
+                      0x10, kRbp, 2, 0x70 | kRbp, 0x00},    // expression rbp: at rbp + 0
+                     {0x41, 0x0e, 16, 0x80 | kRbp, 2, 0x43, 0x0d, kRbp});
     FakeStack fs;
     const uint64_t t = fm.text;
     fs.regs.pc = t + 5;
@@ -482,6 +492,37 @@ TEST(unwind_native_realigned_frame_by_expressions) {
     fs.regs.fp = fs.hi();
     fs.s[63] = fs.at(30);
     CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 3u);
+    CHECK(st.stop == UnwindStop::kUnsupportedCfi);
+}
+
+TEST(unwind_native_drap_prologue_cfa_is_r10) {
+    // gcc's realigning prologue, between `lea r10,[rsp+8]` and `push rbp; mov rbp,rsp`: the
+    // row is `DW_CFA_def_cfa: r10 ofs 0`, the return address at CFA - 8. r10 comes from the
+    // signal's context (RegisterContext::drap), for the interrupted frame only: a caller
+    // whose CFA is r10 too cannot be walked. Before, r10 was never known: unsupported_cfi.
+    FakeModule fm;
+    const uint8_t kR10 = 10;
+    build_three_fdes(&fm, {0x0c, kR10, 0}, {0x0c, kR10, 0});  // f1, f3: def_cfa r10 + 0
+    FakeStack fs;
+    const uint64_t t = fm.text;
+    fs.regs.pc = t + 5;
+    fs.regs.sp = fs.at(2);       // realigned (and rsp, -32), below the frame
+    fs.regs.fp = 0;
+    fs.regs.drap = fs.at(10);    // r10 = the CFA: the caller's rsp at the call + 8
+    fs.regs.drap_known = true;
+    fs.s[9] = t + 0x51;          // CFA - 8: the return address, into f2 (CFA &s[10])
+    fs.s[13] = t + 0x91;         // f2: CFA = rsp + 32 = &s[14], into f3
+    uint64_t pcs[16] = {};
+    UnwindStatus st;
+    const uint32_t n = unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st);
+    CHECK_EQ(n, 3u);
+    CHECK_EQ(pcs[1], t + 0x51);
+    CHECK_EQ(pcs[2], t + 0x91);
+    CHECK(st.stop == UnwindStop::kUnsupportedCfi);  // f3's CFA is r10: not the caller's to know
+    CHECK_EQ(st.cfi_steps, 2);
+    // Without r10 (a context that does not have it): the walk stops at the first frame.
+    fs.regs.drap_known = false;
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 1u);
     CHECK(st.stop == UnwindStop::kUnsupportedCfi);
 }
 

@@ -10,7 +10,8 @@ asyncio.sleep. CASE "gather": a parent task awaiting gather() of two CPU-bound c
 child_x and child_y. CASE "threads": the "three" program's loop run in two threads at once.
 CASE "pytasks": "three" with asyncio's pure-Python Task (a task factory), whose step is a
 Python frame (Task.__step) where the C task has none. CASE "window": "three" inside a
-`Profiler(async_tasks=True)` block on a session started without it.
+`Profiler(async_tasks=True)` block on a session started without it. CASE "uvloop": "three"
+on uvloop's loop, compiled: no Python frame between its runner and a task's coroutine.
 ASYNC is "1" for spprof.start(async_tasks=True), "0" without, "cli" for neither (the program
 runs under `spprof --async`). Writes to OUT.json what each
 task measured and, per sample, its weight, thread and frames (name, file, line), root first.
@@ -114,6 +115,10 @@ def main() -> None:
             asyncio.run(three(1.0))
     elif case == "gather":
         asyncio.run(parent())
+    elif case == "uvloop":
+        import uvloop
+
+        uvloop.run(three(1.0))
     elif case == "threads":
         threads = [threading.Thread(target=asyncio.run, args=(three(0.5),)) for _ in range(2)]
         for t in threads:

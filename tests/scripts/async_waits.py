@@ -3,7 +3,8 @@
 CASE "waits": for RUN seconds, `sleeper` awaits asyncio.sleep, `getter` a Queue.get,
 `reader` a read on a 127.0.0.1 socket nobody writes to, and `cruncher` burns CPU, yielding
 with `await asyncio.sleep(0)`; each waiting task measures the time its awaits took. CASE
-"uvloop": the same on uvloop's loop, without cruncher. CASE "nested":
+"uvloop": the same on uvloop's loop, without cruncher; "uvloop_thread": that in a thread.
+CASE "nested":
 `main` gathers `gatherer` (which gathers two `leaf`s), `grouper` (a TaskGroup with one `leaf`,
 3.11+) and `awaiter` (which awaits a task running `leaf`); every leaf sleeps HOLD seconds.
 MODE is spprof's mode (cpu or wall), with async_tasks=True. OUT gets JSON: the measured
@@ -11,9 +12,11 @@ waits, the stats, and the samples as [thread name, weight_ns, [[function, file, 
 """
 
 import asyncio
-import json
 import sys
+import threading
 import time
+
+import samples_json
 
 import spprof
 
@@ -137,20 +140,20 @@ def main():
     if case == "sigint":
         return sigint(mode)
     with spprof.Profiler(mode=mode, async_tasks=True) as p:
-        if case == "uvloop":
+        if case in ("uvloop", "uvloop_thread"):
             import uvloop
 
             global UVLOOP
             UVLOOP = True
-            uvloop.run(waits())
+            if case == "uvloop":
+                uvloop.run(waits())
+            else:  # not the main thread: found by the Runner (3.11+) or uvloop.run's frame
+                loop_thread = threading.Thread(target=uvloop.run, args=(waits(),), name="loop")
+                loop_thread.start()
+                loop_thread.join()
         else:
             asyncio.run(waits() if case == "waits" else nested())
-    samples = [
-        [s.thread_name, s.weight_ns, [[f.function_name, f.filename, f.lineno] for f in s.frames]]
-        for s in p.get_samples()
-    ]
-    with open(out, "w") as f:
-        json.dump({"waited": waited, "stats": p.profile.stats, "samples": samples}, f)
+    samples_json.write(out, p, waited=waited)
 
 
 if __name__ == "__main__":

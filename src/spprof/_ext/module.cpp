@@ -34,6 +34,7 @@
 #include "session/stack_store.h"
 #include "session/thread_exit_watch.h"
 #include "thread_start_hook.h"
+#include "greenlet_trace.h"
 #include "unwind/unwinder.h"
 
 namespace spprof {
@@ -99,6 +100,7 @@ PyObject* build_stats(const Session* s) {
               put(d, "dropped_memory_limit", PyLong_FromUnsignedLongLong(dropped_memory)) &&
               put(d, "walk_errors", PyLong_FromUnsignedLongLong(cs.walk_errors)) &&
               put(d, "walk_faults", PyLong_FromUnsignedLongLong(cs.walk_faults)) &&
+              put(d, "samples_deferred", PyLong_FromUnsignedLongLong(cs.deferred)) &&
               put(d, "native_faults", PyLong_FromUnsignedLongLong(cs.native_faults)) &&
               put(d, "samples_in_subinterpreters", PyLong_FromUnsignedLongLong(cs.subinterpreter)) &&
               put(d, "samples_unguarded", PyLong_FromUnsignedLongLong(cs.unguarded)) &&
@@ -147,6 +149,7 @@ PyObject* build_stats(const Session* s) {
              put(d, "code_objects_kept", PyLong_FromUnsignedLongLong(s->keepalive().kept_total())) &&
              put(d, "samples_stored", PyLong_FromSize_t(s->store().sample_count())) &&
              put(d, "memory_bytes", PyLong_FromSize_t(s->memory_bytes())) &&
+             put(d, "python_memory_bytes", PyLong_FromSize_t(s->python_bytes())) &&
              put(d, "memory_limit_bytes", PyLong_FromSize_t(s->config().memory_limit_bytes)) &&
              put(d, "mode", PyUnicode_FromString(s->config().wall_mode ? "wall" : "cpu")) &&
              put(d, "capture_ns", PyLong_FromUnsignedLongLong(cs.capture_ns)) &&
@@ -380,8 +383,9 @@ PyObject* attr_or_null(PyObject* obj, PyObject* attr) {
 // The registrar thread_start_hook calls with each new threading.Thread, on the thread, before
 // threading's own _bootstrap_inner (so before its target, and before threading set its ident
 // or put it in _active: nothing here may make a _DummyThread). `self` is the tuple (module,
-// threading.Thread.run, the class of spprof's own threads, and the interned names of the
-// attributes it reads). In C rather than Python: no frame of ours on the new thread's stack
+// threading.Thread.run, the class of spprof's own threads, the interned names of the
+// attributes it reads, and a callable to call on the new thread or None: --greenlets sets its
+// trace function there). In C rather than Python: no frame of ours on the new thread's stack
 // (so no hook code to leave out of its entry stack) and no interpreted getattr chain per
 // thread start (issue 24's +15 us per start). Never raises: the program's thread must run.
 PyObject* registrar_call(PyObject* self, PyObject* thread) {
@@ -415,6 +419,15 @@ PyObject* registrar_call(PyObject* self, PyObject* thread) {
     }
     Py_XDECREF(entry);
     Py_XDECREF(name);
+    PyObject* on_start = PyTuple_GET_ITEM(self, 7);
+    if (on_start != Py_None) {
+        PyObject* r = PyObject_CallNoArgs(on_start);
+        if (r == nullptr) {
+            log_debug("a new thread's start call raised");
+            PyErr_Clear();
+        }
+        Py_XDECREF(r);
+    }
     Py_RETURN_NONE;
 }
 
@@ -424,10 +437,16 @@ PyMethodDef kRegistrarDef = {"register_thread", registrar_call, METH_O,
 PyObject* py_thread_registrar(PyObject* module, PyObject* args) {
     PyObject* thread_run = nullptr;
     PyObject* own_type = nullptr;
-    if (!PyArg_ParseTuple(args, "OO!:thread_registrar", &thread_run, &PyType_Type, &own_type)) return nullptr;
-    PyObject* self = Py_BuildValue("(OOONNNN)", module, thread_run, own_type, PyUnicode_InternFromString("run"),
+    PyObject* on_start = Py_None;
+    if (!PyArg_ParseTuple(args, "OO!|O:thread_registrar", &thread_run, &PyType_Type, &own_type, &on_start))
+        return nullptr;
+    if (on_start != Py_None && !PyCallable_Check(on_start)) {
+        PyErr_SetString(PyExc_TypeError, "thread_registrar: on_start must be callable or None");
+        return nullptr;
+    }
+    PyObject* self = Py_BuildValue("(OOONNNNO)", module, thread_run, own_type, PyUnicode_InternFromString("run"),
                                    PyUnicode_InternFromString("_target"), PyUnicode_InternFromString("__code__"),
-                                   PyUnicode_InternFromString("_name"));
+                                   PyUnicode_InternFromString("_name"), on_start);
     if (self == nullptr) return nullptr;
     PyObject* fn = PyCFunction_NewEx(&kRegistrarDef, self, nullptr);
     Py_DECREF(self);
@@ -477,6 +496,46 @@ PyObject* py_window_export(PyObject* module, PyObject* args) {
 
 PyObject* py_monotonic_ns(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(platform_monotonic_ns()); }
 
+// The bytes the session's Python side holds (the censuses' rows): counted in memory_bytes and
+// its limit. Returns the room left under the limit (0 at or over it; 2**62 with no session).
+PyObject* py_python_memory(PyObject* module, PyObject* arg) {
+    const size_t n = PyLong_AsSize_t(arg);
+    if (n == static_cast<size_t>(-1) && PyErr_Occurred()) return nullptr;
+    Session* s = state_of(module)->session;
+    if (s == nullptr) return PyLong_FromUnsignedLongLong(1ull << 62);
+    s->set_python_bytes(n);
+    const size_t used = s->memory_bytes();
+    const size_t limit = s->config().memory_limit_bytes;
+    return PyLong_FromSize_t(used < limit ? limit - used : 0);
+}
+
+PyObject* py_python_tick_queued_ns(PyObject*, PyObject*) {
+    return PyLong_FromUnsignedLongLong(python_tick_queued_ns());
+}
+
+PyObject* py_greenlet_trace(PyObject*, PyObject* state) { return greenlet_trace_new(state); }
+
+PyObject* py_greenlet_trace_state(PyObject*, PyObject* obj) {
+    PyObject* state = greenlet_trace_state(obj);
+    if (state == nullptr) Py_RETURN_NONE;
+    Py_INCREF(state);
+    return state;
+}
+
+// The calling thread's ident as sys._current_frames() keys it: gevent's monkey-patching turns
+// _thread.get_ident into the current greenlet's id.
+PyObject* py_thread_ident(PyObject*, PyObject*) { return PyLong_FromUnsignedLong(PyThread_get_thread_ident()); }
+
+PyObject* py_own_thread_signals(PyObject*, PyObject*) {
+    const std::vector<int> sigs = platform_blocked_signals();
+    PyObject* out = PyList_New(0);
+    for (size_t i = 0; out != nullptr && i < sigs.size(); ++i) {
+        PyObject* n = PyLong_FromLong(sigs[i]);
+        if (n == nullptr || PyList_Append(out, n) < 0) Py_CLEAR(out);
+        Py_XDECREF(n);
+    }
+    return out;
+}
 
 #if PY_VERSION_HEX >= 0x030D0000
 // The frame that called os.fork, and its instruction then (3.13+: see restart_threads_pending).
@@ -645,6 +704,13 @@ PyObject* py_restart_threads_after_fork(PyObject* module, PyObject* args) {
     // at its next bytecode). If the queue is full, now (the warning then shows, the profile
     // is whole).
     if (g_restart_queued) Py_RETURN_NONE;
+    // A program with a thread of its own alive is warned anyway (CPython counts the OS's
+    // threads): ours come back now, so that a blocking call right after the fork (waitpid)
+    // does not leave the other threads without a drain and the control channel unanswered.
+    if (st->session != nullptr && st->session->has_other_threads()) {
+        restart_threads_now(module);
+        Py_RETURN_NONE;
+    }
     Py_INCREF(module);
     if (Py_AddPendingCall(&restart_threads_pending, module) == 0) {
         g_restart_queued = true;
@@ -785,8 +851,9 @@ PyMethodDef kMethods[] = {
     {"register_current_thread", py_register_current_thread, METH_VARARGS,
      "register the calling thread with the running session (optional: its entry code, the hook's code, its name)"},
     {"thread_registrar", py_thread_registrar, METH_VARARGS,
-     "thread_registrar(thread_run, own_type) -> a callable for thread_start_hook that registers each new "
-     "threading.Thread (thread_run: threading.Thread.run; own_type: the class of spprof's own threads)"},
+     "thread_registrar(thread_run, own_type, on_start=None) -> a callable for thread_start_hook that registers "
+     "each new threading.Thread (thread_run: threading.Thread.run; own_type: the class of spprof's own threads; "
+     "on_start: called with no arguments on the new thread)"},
     {"thread_start_hook", py_thread_start_hook, METH_VARARGS,
      "thread_start_hook(original, register_thread): a method for Thread._bootstrap_inner that calls "
      "register_thread(thread), then original(thread)"},
@@ -797,6 +864,19 @@ PyMethodDef kMethods[] = {
      "window_export(t0_ns, t1_ns, native_tid) -> dict: the raw profile of the running session's "
      "samples in [t0_ns, t1_ns] (monotonic_ns()), of the thread native_tid (0: every thread)"},
     {"monotonic_ns", py_monotonic_ns, METH_NOARGS, "monotonic_ns() -> int: the clock sample times are read on"},
+    {"python_memory", py_python_memory, METH_O,
+     "python_memory(nbytes) -> int: the censuses' bytes, counted in the memory limit; the room left"},
+    {"_python_tick_queued_ns", py_python_tick_queued_ns, METH_NOARGS,
+     "_python_tick_queued_ns() -> int: when the periodic call being made was queued (monotonic_ns)"},
+    {"greenlet_trace", py_greenlet_trace, METH_O,
+     "greenlet_trace((ident, previous, known, last_switch, note, [active])) -> the trace function of --greenlets "
+     "for greenlet.settrace (greenlet_trace.h)"},
+    {"greenlet_trace_state", py_greenlet_trace_state, METH_O,
+     "greenlet_trace_state(obj) -> the state tuple of a greenlet_trace callable, or None for anything else"},
+    {"own_thread_signals", py_own_thread_signals, METH_NOARGS,
+     "own_thread_signals() -> [int]: the signals spprof's threads block (all but those a fault raises)"},
+    {"thread_ident", py_thread_ident, METH_NOARGS,
+     "thread_ident() -> int: the calling thread's ident, as sys._current_frames() has it (never a greenlet's)"},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
     {"_thread_cpu_ns", py_thread_cpu_ns, METH_VARARGS,
      "_thread_cpu_ns(native_id, ident) -> the thread's CPU time in ns, None when not readable"},

@@ -70,7 +70,7 @@ void* own_start_trampoline(void* p) {
 
 int own_thread_create(pthread_t* thread, void* (*fn)(void*), void* arg) {
     OwnStart start{fn, arg};
-    const int rc = pthread_create(thread, nullptr, &own_start_trampoline, &start);
+    const int rc = platform_thread_create(thread, &own_start_trampoline, &start);
     if (rc != 0) return rc;
     // A created thread runs soon; until it is in the table a scan could take it for the
     // program's. `start` lives on this stack, so the wait ends only when the thread has read it.

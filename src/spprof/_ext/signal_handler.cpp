@@ -36,7 +36,7 @@ std::atomic<const int*> g_gc_collecting{nullptr};
 
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
-        walk_errors{0}, walk_faults{0}, native_faults{0}, unguarded{0}, truncated{0}, idle{0},
+        walk_errors{0}, deferred{0}, walk_faults{0}, native_faults{0}, unguarded{0}, truncated{0}, idle{0},
         native_unwinds{0}, native_fp_steps{0}, native_leaf_steps{0}, capture_ns{0}, subinterpreter{0}, gc{0}, native_thread{0};
     std::atomic<uint64_t> native_stops[10];
 };
@@ -259,12 +259,30 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         const auto stop = static_cast<uint32_t>(work.native.stop);
         if (stop < 10) bump(g_counters.native_stops[stop]);
     }
-    if (w.depth == 0 && native_depth == 0 && !clean) {
-        // Nothing readable at all: no record (counted above).
+    // A Python thread on CPU with not one Python frame readable: the walk met a stack in the
+    // middle of a change (CPython 3.11/3.12 entering the eval loop from C: ~30 instructions
+    // per entry, a generator resumed by sum() enters on every item). The thread's next sample,
+    // a moment as random as this one, carries its time, once in a row: a stack of junk is
+    // worse than a sample a tick later. The native pcs alone do not say which Python code ran.
+    if (w.depth == 0 && (w.error || !clean) && !native_only && !idle && sub == nullptr &&
+        ctx->carried_ns_.load(std::memory_order_relaxed) == 0) {
+        ctx->carried_ns_.store(weight_ns, std::memory_order_relaxed);
+        bump(g_counters.deferred);
         record.abandon();
         ctx->busy_.store(false, std::memory_order_release);
         return false;
     }
+    if (w.depth == 0 && native_depth == 0 && !clean) {
+        // Nothing readable at all: no record (counted above). Its time, and any carried one,
+        // waits for the thread's next record.
+        if (!idle) ctx->carried_ns_.fetch_add(weight_ns, std::memory_order_relaxed);
+        record.abandon();
+        ctx->busy_.store(false, std::memory_order_release);
+        return false;
+    }
+    // A load per capture; the read-modify-write only on the rare capture that has one to take.
+    if (!idle && ctx->carried_ns_.load(std::memory_order_relaxed) != 0)
+        weight_ns += ctx->carried_ns_.exchange(0, std::memory_order_relaxed);
     if (native_only && w.depth == 0) {
         // No Python frame: one root frame names the thread (<thread "OMP worker 3">), above
         // its native frames if any. It goes where a Python frame would (the drain puts Python
@@ -430,6 +448,7 @@ CaptureStats capture_stats() {
     s.dropped_busy = g_counters.dropped_busy.load(std::memory_order_relaxed);
     s.no_thread = g_counters.no_thread.load(std::memory_order_relaxed);
     s.walk_errors = g_counters.walk_errors.load(std::memory_order_relaxed);
+    s.deferred = g_counters.deferred.load(std::memory_order_relaxed);
     s.walk_faults = g_counters.walk_faults.load(std::memory_order_relaxed);
     s.native_faults = g_counters.native_faults.load(std::memory_order_relaxed);
     s.unguarded = g_counters.unguarded.load(std::memory_order_relaxed);
@@ -452,6 +471,7 @@ void capture_reset_stats() {
     g_counters.dropped_busy.store(0);
     g_counters.no_thread.store(0);
     g_counters.walk_errors.store(0);
+    g_counters.deferred.store(0);
     g_counters.walk_faults.store(0);
     g_counters.native_faults.store(0);
     g_counters.unguarded.store(0);

@@ -75,6 +75,7 @@ struct CaptureStats {
     uint64_t dropped_busy = 0;  // a capture was already running on that thread
     uint64_t no_thread = 0;     // the signal hit a thread we do not sample (or one ending)
     uint64_t walk_errors = 0;   // the walk met an implausible value (a torn chain); frames before it kept
+    uint64_t deferred = 0;      // no Python frame readable: the thread's next sample carries the time
     uint64_t walk_faults = 0;   // a load of the Python walk faulted and was recovered; frames before it kept
     uint64_t native_faults = 0; // a load of the native unwind faulted; the Python frames were kept
     uint64_t unguarded = 0;     // captures skipped: the fault guard was not in front

@@ -57,6 +57,7 @@ def _settings(opts: Any, fmt: str) -> dict[str, Any]:
         "interpreter_frames": opts.interpreter_frames,
         "max_overhead_pct": opts.max_overhead,
         "async_tasks": opts.async_tasks,
+        "greenlets": opts.greenlets,
     }
 
 

@@ -119,6 +119,11 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
         help="asyncio: root each sample at its task (<task> coroutine), not the event loop",
     )
     p.add_argument(
+        "--greenlets",
+        action="store_true",
+        help="wall mode: add each switched-out greenlet (gevent, greenlet) on the line it waits on",
+    )
+    p.add_argument(
         "--max-overhead",
         type=float,
         default=None,
@@ -222,6 +227,7 @@ def session_config(opts: argparse.Namespace, fmt: str) -> Any:
         interpreter_frames=opts.interpreter_frames,
         max_overhead_pct=opts.max_overhead,
         async_tasks=opts.async_tasks,
+        greenlets=opts.greenlets,
         http=getattr(opts, "http", None),
         http_allow_remote=getattr(opts, "http_allow_remote", False),
         subprocesses=bool(getattr(opts, "subprocesses", False)),

@@ -10,6 +10,13 @@ the timeline shows what each thread did when:
   counted from the root) stays open; frames that differ close and open;
 - a longer gap (the thread was off CPU in cpu mode, or not sampled) closes every frame.
 
+Waiting asyncio tasks and greenlets (a task track, `THREAD asyncio tasks`) are sums per
+second of many waiters on one chain, not samples of one thread. Each chain's rows become runs
+(consecutive rows, each standing for the time since the one before) and the runs are laid on
+lanes, `THREAD asyncio tasks #N`, each a track of its own beside the loop thread, a run on the
+first lane free at its start: one lane per chain waiting at the same time. A counter track,
+`THREAD asyncio tasks waiting`, has the number of waiters (a row's weight over its span).
+
 Thread and process names come as "M" metadata events; times are microseconds from the start
 of the session. Events are sorted per thread by start time, a parent before its children.
 """
@@ -20,8 +27,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._model import ProfileData
+    from .._model import ProfileData, ThreadRecord
 
+
+MAX_LANES = 64  # per task track; runs beyond are counted in otherData.task_runs_left_out
+LANE_TID_BASE = 1 << 40  # lanes' tids: above any OS thread id, below JSON's exact integers
+ROW_SPAN_NS = 1_000_000_000  # a census row sums at most a second (_waits.py)
 
 Open = tuple[tuple[str, str, int], int, int]  # (function key, frame id, start ns)
 
@@ -100,12 +111,11 @@ def render(profile: ProfileData) -> bytes:
     half_interval = int(profile.interval_ms * 1_000_000) // 2
 
     threads = profile.thread_table
-    # Waiting asyncio tasks (task tracks) are sums per second of many tasks, not a timeline:
-    # the flame-graph formats show them.
     per_thread: dict[int, list[tuple[int, int, int]]] = {}
+    per_task_track: dict[int, list[tuple[int, int, int]]] = {}
     for ts, weight, stack, serial, _ in profile.iter_rows():
-        if not threads[serial].task_track:
-            per_thread.setdefault(serial, []).append((ts, weight, stack))
+        into = per_task_track if threads[serial].task_track else per_thread
+        into.setdefault(serial, []).append((ts, weight, stack))
 
     events: list[dict[str, Any]] = []
     named: set[int] = set()  # processes: the session's, and its children (--subprocesses)
@@ -131,6 +141,11 @@ def render(profile: ProfileData) -> bytes:
         tracks[tid].add(per_thread[serial], half_interval)
     for track in tracks.values():
         events.extend(track.events())
+    left_out = 0
+    for serial in sorted(per_task_track):
+        t = threads[serial]
+        pid = process_of(t)[0] or 1
+        left_out += _task_lanes(profile, t, pid, per_task_track[serial], half_interval, events)
 
     doc = {
         "traceEvents": events,
@@ -141,6 +156,93 @@ def render(profile: ProfileData) -> bytes:
             "mode": profile.mode,
             "interval_ms": profile.interval_ms,
             "dropped_samples": profile.dropped_count,
+            "task_runs_left_out": left_out,
         },
     }
     return json.dumps(doc, separators=(",", ":")).encode("utf-8")
+
+
+def _task_lanes(
+    profile: ProfileData,
+    track: ThreadRecord,
+    pid: int,
+    rows: list[tuple[int, int, int]],
+    half_interval: int,
+    events: list[dict[str, Any]],
+) -> int:
+    """A task track's rows as lanes of X events and a counter of waiters (the module's
+    docstring); returns the runs left out beyond MAX_LANES."""
+    by_chain: dict[int, list[tuple[int, int]]] = {}
+    for ts, weight, stack in rows:
+        by_chain.setdefault(stack, []).append((ts, weight))
+    # A run: consecutive rows of one chain, [(stamp, span, waiters)]. A row stands for the
+    # time since the chain's row before when its weight covers that time (at least one waiter
+    # all along: the census weighs each by the time since the last census); else it begins a
+    # run, standing for at most its weight (one waiter) and a second (a row's bucket).
+    runs: list[tuple[int, int, list[tuple[int, int, float]]]] = []  # (begin, stack, rows)
+    for stack, chain_rows in by_chain.items():
+        chain_rows.sort()
+        run: list[tuple[int, int, float]] = []
+        last = 0
+        for ts, weight in chain_rows:
+            if run and weight >= ts - last - half_interval:
+                begin = last
+            else:
+                if run:
+                    runs.append((run[0][0] - run[0][1], stack, run))
+                run = []
+                begin = max(ts - min(weight, ROW_SPAN_NS), profile.start_ns)
+            span = max(ts - begin, 1)
+            run.append((ts, span, weight / span))
+            last = ts
+        if run:
+            runs.append((run[0][0] - run[0][1], stack, run))
+    runs.sort(key=lambda r: (r[0], r[1]))
+    lane_ends: list[int] = []
+    lanes: list[list[tuple[int, int, int]]] = []
+    left_out = 0
+    changes: dict[int, float] = {}  # time -> the change in waiters there, for the counter
+    for begin, stack, run in runs:
+        lane = next((i for i, end in enumerate(lane_ends) if end <= begin), len(lanes))
+        if lane == MAX_LANES:
+            left_out += 1
+            continue
+        if lane == len(lanes):
+            lanes.append([])
+            lane_ends.append(0)
+        lanes[lane].extend((ts, span, stack) for ts, span, _ in run)
+        lane_ends[lane] = run[-1][0]
+        for ts, span, waiters in run:
+            changes[ts - span] = changes.get(ts - span, 0.0) + waiters
+            changes[ts] = changes.get(ts, 0.0) - waiters
+    base = LANE_TID_BASE + track.serial * MAX_LANES
+    for i, lane_rows in enumerate(lanes):
+        tid = base + i
+        for name, args in (
+            ("thread_name", {"name": f"{track.label} #{i + 1}"}),
+            ("thread_sort_index", {"sort_index": tid}),
+        ):
+            events.append({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args})
+        lane_track = _Track(profile, pid, tid)
+        lane_track.add(lane_rows, half_interval)
+        events.extend(lane_track.events())
+    waiting = 0.0
+    counter = f"{track.label} waiting"
+    shown = None
+    for at, delta in sorted(changes.items()):
+        waiting += delta
+        value = round(max(waiting, 0.0), 2)
+        if value == shown:  # one row ends where the next begins, as many waiting
+            continue
+        shown = value
+        events.append(
+            {
+                "ph": "C",
+                "name": counter,
+                "pid": pid,
+                "tid": base,
+                "ts": round((at - profile.start_ns) / 1000, 3),  # as _Track.us
+                "args": {"waiting": value},
+            }
+        )
+    return left_out

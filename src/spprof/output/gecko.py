@@ -243,16 +243,15 @@ def render(profile: ProfileData) -> bytes:
     t0 = profile.start_ns
     half_interval = profile.interval_ms * 1e6 / 2
 
-    # Threads by logical identity (a recreated Python thread state stays one track).
-    # Waiting asyncio tasks (task tracks) are sums per second of many tasks, not a timeline:
-    # the flame-graph formats show them.
+    # Threads by logical identity (a recreated Python thread state stays one track). A task
+    # track (waiting asyncio tasks, greenlets) is a thread of its own after its thread's: its
+    # samples are sums per second of many waiters, idle, for the call tree (no activity).
     records = profile.thread_table
-    keys: dict[tuple[int, int], list[int]] = {}
+    keys: dict[tuple[int, int, bool], list[int]] = {}
     for r in records:
-        if not r.task_track:
-            keys.setdefault((r.ident, r.native_id), []).append(r.serial)
+        keys.setdefault(r.key, []).append(r.serial)
     serial_key = {s: k for k, serials in keys.items() for s in serials}
-    rows: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {k: [] for k in keys}
+    rows: dict[tuple[int, int, bool], list[tuple[int, int, int, int]]] = {k: [] for k in keys}
     for ts, weight, stack, serial, flags in profile.iter_rows():
         key = serial_key.get(serial)
         if key is not None:
@@ -262,7 +261,7 @@ def render(profile: ProfileData) -> bytes:
     marker_names = [strings(m[0]) for m in MARKERS]
     main_index = -1
     process_of = profile.process_names()
-    for key in sorted(keys, key=lambda k: min(records[s].registered_ns for s in keys[k])):
+    for key in sorted(keys, key=lambda k: (min(records[s].registered_ns for s in keys[k]), k[2])):
         recs = [records[s] for s in keys[key]]
         th = _Thread(profile, strings)
         open_runs: list[Optional[list[float]]] = [None] * len(MARKERS)  # [start, end, n]

@@ -11,7 +11,8 @@ What goes in:
   per (function, line): the line a frame was executing;
 - one Sample per (thread, stack), leaf first as pprof wants, labelled `thread_name` (string)
   and `thread_id` (the OS thread id, number), and with --async `task` (the innermost task's
-  coroutine, when the stack is a task's);
+  coroutine, when the stack is a task's), and with --greenlets `greenlet` (a waiting
+  greenlet's function, on its thread's greenlet track);
 - comments with the spprof and Python versions and the command line.
 """
 
@@ -21,6 +22,7 @@ import gzip
 from typing import TYPE_CHECKING
 
 from .._async_view import innermost_task
+from .._greenlet_census import GREENLET_PREFIX
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -158,6 +160,14 @@ def render(profile: ProfileData) -> bytes:
             if task is not None:
                 named = field_varint(LABEL_KEY, key_task) + field_varint(LABEL_STR, strings(task))
                 task_of[stack] = field_bytes(S_LABEL, named)
+            elif profile.stacks[stack]:
+                # --greenlets: a waiting greenlet's stack starts at `<greenlet> FUNCTION`.
+                head = table[profile.stacks[stack][0]]
+                if not head.filename and head.function_name.startswith(GREENLET_PREFIX):
+                    function = head.function_name[len(GREENLET_PREFIX) :]
+                    named = field_varint(LABEL_KEY, strings("greenlet"))
+                    named += field_varint(LABEL_STR, strings(function))
+                    task_of[stack] = field_bytes(S_LABEL, named)
         label = labels.get(serial)
         if label is None:
             t = threads[serial]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .native_names import short_name
 
 if TYPE_CHECKING:
-    from .._model import ProfileData
+    from .._model import Frame, ProfileData
 
 
 # Thread rows in the summary: the busiest; the rest are one line.
@@ -243,6 +243,7 @@ def summary(
             label = _label(short_name(f.qualname) if f.is_native else f.qualname, f.filename, line)
             lines.append(f"  {100.0 * value / total:>5.1f}% {_seconds(value):>8}  {label}")
     lines.extend(_task_lines(profile, top))
+    lines.extend(_greenlet_lines(profile, top))
     if output:
         lines.append("")
     _written(lines, output, fmt)
@@ -252,10 +253,14 @@ def summary(
 def _task_lines(profile: ProfileData, top: int) -> list[str]:
     """--async in wall mode: the tasks by wall time (running, from their thread's samples, and
     waiting, from their loop's task track) and the lines tasks waited on."""
-    tracks = {r.serial for r in profile.thread_table if r.task_track}
+    from .._async_census import TRACK_SUFFIX
+    from .._async_view import innermost_task, is_asyncio_file
+
+    tracks = {
+        r.serial for r in profile.thread_table if r.task_track and r.name.endswith(TRACK_SUFFIX)
+    }
     if not tracks:
         return []
-    from .._async_view import innermost_task, is_asyncio_file
 
     table = profile.frame_table
     tasks: dict[str, list[int]] = {}  # task -> [running ns, waiting ns]
@@ -275,17 +280,91 @@ def _task_lines(profile: ProfileData, top: int) -> list[str]:
         own = [fid for fid in ids[at + 1 :] if not is_asyncio_file(table[fid].filename)]
         if own:
             awaits[own[-1]] = awaits.get(own[-1], 0) + weight
-    lines = ["", "  Top asyncio tasks by wall time (each waiting task counts its own time)"]
-    lines.append(f"  {'TOTAL':>8} {'RUNNING':>8} {'WAITING':>8}  TASK (outermost coroutine)")
-    for name, (running, waiting) in sorted(tasks.items(), key=lambda kv: -sum(kv[1]))[:top]:
+    return _waiting_tables(
+        ("asyncio tasks", "task", "TASK (its name, or its outermost coroutine)"),
+        tasks,
+        awaits,
+        table,
+        top,
+    )
+
+
+def _waiting_tables(
+    names: tuple[str, str, str],
+    times: dict[str, list[int]],
+    waits: dict[int, int],
+    table: list[Frame],
+    top: int,
+) -> list[str]:
+    """The two tables of --async and --greenlets: each task (greenlet) by wall time, running
+    and waiting, and the lines they waited on. names: (plural, singular, column heading)."""
+    many, one, heading = names
+    lines = ["", f"  Top {many} by wall time (each waiting {one} counts its own time)"]
+    lines.append(f"  {'TOTAL':>8} {'RUNNING':>8} {'WAITING':>8}  {heading}")
+    for name, (running, waiting) in sorted(times.items(), key=lambda kv: -sum(kv[1]))[:top]:
         cells = " ".join(f"{_seconds(ns):>8}" for ns in (running + waiting, running, waiting))
         lines.append(f"  {cells}  {name}")
-    lines += ["", "  Top lines tasks waited on", f"  {'WAITING':>8}  FUNCTION (FILE:LINE)"]
-    for fid, ns in sorted(awaits.items(), key=lambda kv: -kv[1])[:top]:
+    lines += [
+        "",
+        f"  Top lines {many.split()[-1]} waited on",
+        f"  {'WAITING':>8}  FUNCTION (FILE:LINE)",
+    ]
+    for fid, ns in sorted(waits.items(), key=lambda kv: -kv[1])[:top]:
         f = table[fid]
         label = _label(f.qualname or f.function_name, f.filename, f.lineno)
         lines.append(f"  {_seconds(ns):>8}  {label}")
     return lines
+
+
+def _greenlet_lines(profile: ProfileData, top: int) -> list[str]:
+    """--greenlets in wall mode: the greenlets by wall time (waiting, from their thread's
+    greenlet track; running, from the thread's samples rooted at the same function) and the
+    lines they waited on."""
+    from .._greenlet_census import GREENLET_PREFIX, TRACK_SUFFIX
+
+    tracks = {
+        r.serial: r.ident
+        for r in profile.thread_table
+        if r.task_track and r.name.endswith(TRACK_SUFFIX)
+    }
+    if not tracks:
+        return []
+    table = profile.frame_table
+    greenlets: dict[str, list[int]] = {}  # FUNCTION -> [running ns, waiting ns]
+    waits: dict[int, int] = {}  # frame id of the line it switched out on -> waiting ns
+    running: dict[tuple[int, str], int] = {}  # (thread ident, outermost qualname) -> ns
+    idents = set(tracks.values())
+    ident_of = {r.serial: r.ident for r in profile.thread_table}
+    for (serial, stack), (_, weight) in profile.stack_weights().items():
+        ids = profile.stacks[stack]
+        if serial in tracks:
+            head = table[ids[0]].function_name
+            if not head.startswith(GREENLET_PREFIX) or len(ids) < 2:
+                continue
+            greenlets.setdefault(head[len(GREENLET_PREFIX) :], [0, 0])[1] += weight
+            # The innermost line of the program's own: gevent's waits are below it.
+            own = [fid for fid in ids[1:] if not _is_gevent(table[fid].filename)] or [ids[-1]]
+            waits[own[-1]] = waits.get(own[-1], 0) + weight
+        elif ident_of.get(serial) in idents:
+            python = [
+                fid
+                for fid in ids
+                if not table[fid].is_native and not _is_gevent(table[fid].filename)
+            ]
+            if python:
+                f = table[python[0]]
+                key = (ident_of[serial], f.qualname or f.function_name)
+                running[key] = running.get(key, 0) + weight
+    for (_, name), ns in running.items():
+        if name in greenlets:  # a greenlet runs with its own function outermost
+            greenlets[name][0] += ns
+    heading = "GREENLET (outermost function)"
+    return _waiting_tables(("greenlets", "greenlet", heading), greenlets, waits, table, top)
+
+
+def _is_gevent(filename: str) -> bool:
+    """A file of gevent's package (as the profiled process named it)."""
+    return f"{os.sep}gevent{os.sep}" in filename
 
 
 def _left_out_note(profile: ProfileData, kept: int, left_out: int) -> str:

@@ -74,6 +74,11 @@ struct ThreadCtx {
     // Wall mode: time the next capture stands for, accumulated by the sampler thread before
     // it signals (several ticks add up if a signal is still pending), taken by the handler.
     std::atomic<uint64_t> pending_weight_ns_{0};
+    // Time of an on-CPU capture that found no Python frame it could read (CPython 3.11/3.12
+    // publish a new cframe before its first frame, so a sample in that window reads a stale
+    // slot): the thread's next sample carries it. Written by whoever holds busy_; the session
+    // takes what is left when the thread ends (session_threads.cpp).
+    std::atomic<uint64_t> carried_ns_{0};
     // Wall mode: no stack recorded at registration (the thread registered itself and is
     // running): the sampler's first tick asks it for one whatever its CPU clock says.
     std::atomic<bool> needs_first_sample_{false};

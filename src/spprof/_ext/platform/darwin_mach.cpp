@@ -395,10 +395,7 @@ Error MachSampler::start(uint64_t interval_ns, bool wall_mode) {
     if (seeded < 0) log_debug("task_threads failed: threads older than the hook are not sampled");
     registry_->set_sampler_active(true);
     running_.store(true, std::memory_order_release);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    const int rc = pthread_create(&thread_, &attr, &MachSampler::thread_main, this);
-    pthread_attr_destroy(&attr);
+    const int rc = platform_thread_create(&thread_, &MachSampler::thread_main, this);
     if (rc != 0) {
         running_.store(false, std::memory_order_release);
         registry_->set_sampler_active(false);

@@ -274,12 +274,6 @@ bool platform_exit_signals_inherited() {
     return owner != 0 && owner != getpid();
 }
 
-void platform_block_signals_in_this_thread() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, nullptr);
-}
-
 const char* platform_signal_name(int signo) {
     // strsignal() is not thread-safe everywhere, and these are the only ones we name.
     switch (signo) {

@@ -59,6 +59,8 @@ uint64_t platform_thread_start_ticks(uint64_t tid) {
     return listed_now(tid) ? 1 : 0;
 }
 
+bool platform_thread_exists(uint64_t tid) { return platform_thread_start_ticks(tid) != 0; }
+
 // No: the Mach sampler sends no signal (it suspends the thread from its own), so a thread's
 // signal mask never keeps it from being sampled.
 int platform_thread_blocks_signal(uint64_t /*tid*/, int /*signo*/) { return 0; }

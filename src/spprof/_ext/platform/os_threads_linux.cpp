@@ -6,7 +6,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +88,15 @@ uint64_t platform_thread_start_ticks(uint64_t tid) {
         while (*p != ' ' && *p != '\0') ++p;
     }
     return 0;
+}
+
+bool platform_thread_exists(uint64_t tid) {
+    if (tid == 0) return false;
+    const int saved = errno;
+    const long r = syscall(SYS_tgkill, static_cast<long>(getpid()), static_cast<long>(tid), 0L);
+    const bool exists = r == 0 || errno == EPERM;
+    errno = saved;
+    return exists;
 }
 
 int platform_thread_blocks_signal(uint64_t tid, int signo) {

@@ -10,6 +10,8 @@
 // SIGNAL-SAFE.
 #pragma once
 
+#include <pthread.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -167,6 +169,16 @@ bool platform_signal_thread(uint64_t tid, uint32_t serial);
 // stopped), -1 when that cannot be told. Sampler thread (Linux: one /proc read).
 int platform_thread_runnable(uint64_t tid);
 
+// ---- spprof's threads and signals (platform/thread_signals_posix.cpp) ---------------------------
+// Normal context: pthread_create, the new thread starting with every signal blocked but those
+// a faulting instruction raises, so that signals sent to the process reach the program's
+// threads only. Returns pthread_create's result.
+int platform_thread_create(pthread_t* thread, void* (*fn)(void*), void* arg);
+// Any thread: the same block, on the calling thread.
+void platform_block_signals_in_this_thread();
+// Normal context: the signals that block holds (for spprof's Python threads, _own_threads.py).
+std::vector<int> platform_blocked_signals();
+
 // ---- the control socket (platform/fd_poll_posix.cpp) ------------------------------------------
 // True when `fd` has something to read (a connection waiting on a listening socket), has
 // failed or is not open (the program closed our number: its owner must find out). Never
@@ -242,9 +254,6 @@ bool platform_exit_signals_reclaim(int signo);
 // True in a forked child of the process that installed the handler: its watcher thread was
 // not copied, so there is nothing to wake or join. Any thread.
 bool platform_exit_signals_inherited();
-// Any thread: keep every signal away from the calling thread (spprof's own threads, so that
-// the program's signals land on the program's threads).
-void platform_block_signals_in_this_thread();
 // "SIGTERM", "SIGHUP", "SIGQUIT", else "signal" (a static string). Any thread.
 const char* platform_signal_name(int signo);
 // Any thread: restore `signo`'s default action and raise it, so that the process ends the
@@ -290,6 +299,9 @@ const char* platform_os_threads_source();
 // clock ticks since boot): a tid the kernel reused for a new thread gets a new value. 0 when
 // the thread is gone or it cannot be told. macOS: ids are never reused, so 1 while it lives.
 uint64_t platform_thread_start_ticks(uint64_t tid);
+// Whether a thread with id `tid` lives in this process. Linux: tgkill(pid, tid, 0), no file
+// opened; macOS: as platform_thread_start_ticks.
+bool platform_thread_exists(uint64_t tid);
 // 1 when thread `tid` blocks signal `signo` (its signal mask), 0 when not, -1 when unknown.
 int platform_thread_blocks_signal(uint64_t tid, int signo);
 // Stack range [lo, hi) of live thread `tid`, known by its tid only (no pthread_t): the

@@ -25,6 +25,8 @@ bool register_context_from_ucontext(const void* ucontext, RegisterContext* out) 
     out->callee_saved[2] = static_cast<uint64_t>(mc.gregs[REG_R13]);
     out->callee_saved[3] = static_cast<uint64_t>(mc.gregs[REG_R14]);
     out->callee_saved[4] = static_cast<uint64_t>(mc.gregs[REG_R15]);
+    out->drap = static_cast<uint64_t>(mc.gregs[REG_R10]);
+    out->drap_known = true;
     return true;
 #elif defined(__aarch64__)
     const mcontext_t& mc = static_cast<const ucontext_t*>(ucontext)->uc_mcontext;

@@ -117,6 +117,8 @@ bool python_tick_overdue() {
     return g_queued.load() && platform_monotonic_ns() - g_queued_ns.load() >= g_period_ns.load() / 2;
 }
 
+uint64_t python_tick_queued_ns() { return g_queued_ns.load(); }
+
 void python_tick_serve() {
     // The drain thread runs no signal handler: nothing of the program's can come here.
     if (call_if_queued() < 0) PyErr_Clear();

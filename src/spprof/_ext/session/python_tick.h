@@ -1,5 +1,5 @@
-// python_tick.h: a periodic call into Python without a thread of ours (the asyncio task
-// census of `--async` in wall mode, spprof/_async_census.py).
+// python_tick.h: a periodic call into Python without a thread of ours (the censuses of waiting
+// asyncio tasks and greenlets in wall mode, spprof/_censuses.py).
 //
 // When the period has passed, the call is queued (python_tick_queue_if_due, no GIL): as a
 // pending call (Py_AddPendingCall) the main thread makes at its next bytecode boundary, and
@@ -30,6 +30,11 @@ void python_tick_queue_if_due();
 // Any thread, no GIL: a call was queued half a period ago or more and nobody has made it yet
 // (the main thread, which makes it at once when it runs Python, is blocked).
 bool python_tick_overdue();
+
+// Any thread: when the call being made (or the last one) was queued. A main thread blocked
+// when it was makes it at its first bytecode after waking: the greenlet census tells the
+// time it samples from the time the call is made (_greenlet_census.py).
+uint64_t python_tick_queued_ns();
 
 // GIL held (the drain thread): make the queued call, unless it was made already. An
 // exception (the handler catches its own: this is the backstop) is logged and ends the calls.

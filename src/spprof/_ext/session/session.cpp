@@ -206,6 +206,15 @@ void Session::stop_threads_for_fork() {
     drain_thread_.stop();
 }
 
+bool Session::has_other_threads() const {
+    const uint64_t me = platform_current_tid();
+    for (const ThreadRecord& r : threads_.records()) {
+        if (r.alive && !r.free && r.native_tid != 0 && r.native_tid != me && platform_thread_exists(r.native_tid))
+            return true;
+    }
+    return false;
+}
+
 void Session::restart_threads_after_fork() {
     if (!threads_stopped_for_fork_) return;
     threads_stopped_for_fork_ = false;

@@ -23,6 +23,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -99,9 +100,14 @@ public:
     const SessionCounters& counters() const { return counters_; }
     uint64_t start_ns() const { return start_ns_; }
     uint64_t end_ns() const { return end_ns_; }
-    // Everything the session holds: stacks, samples, resolved frames, and per-thread memory
-    // (contexts, rings, thread records).
-    size_t memory_bytes() const { return store_.memory_bytes() + resolver_.memory_bytes() + thread_memory_bytes(); }
+    // Everything the session holds: stacks, samples, resolved frames, per-thread memory
+    // (contexts, rings, thread records), and what its Python side says it holds.
+    size_t memory_bytes() const {
+        return store_.memory_bytes() + resolver_.memory_bytes() + thread_memory_bytes() + python_bytes();
+    }
+    // The censuses' rows (spprof/_waits.py), set by them: one limit for the whole profile.
+    void set_python_bytes(size_t n) { python_bytes_.store(n, std::memory_order_relaxed); }
+    size_t python_bytes() const { return python_bytes_.load(std::memory_order_relaxed); }
     size_t thread_memory_bytes() const { return threads_.memory_bytes() + drain_.memory_bytes(); }
     size_t ring_touched_bytes() const { return threads_.ring_touched_bytes(); }
     bool running() const { return running_; }
@@ -118,6 +124,9 @@ public:
     uint32_t eval_range_count() const { return drain_.builder().eval_ranges().count; }
     // GIL held. The CPU balance (cpu_balance.h): from start() to stop(), or to now while running.
     CpuBalance cpu_balance() const;
+    // Before or after a fork: a thread of the program's other than the caller lives (one the
+    // session knows; checked with the OS, no file opened).
+    bool has_other_threads() const;
     // Threads without a Python state are found and sampled (Linux); false: Python threads only.
     bool os_threads_scanned() const { return os_threads_scanned_; }
 
@@ -147,6 +156,7 @@ private:
     uint64_t start_ns_ = 0, end_ns_ = 0;
     uint64_t rust_over_limit_at_start_ = 0;
     uint64_t drain_ns_ = 0;  // time the drain spent holding the GIL
+    std::atomic<size_t> python_bytes_{0};  // read by the drain thread, set under the GIL
     bool running_ = false;
     bool must_leak_ = false;
     bool os_threads_scanned_ = false;

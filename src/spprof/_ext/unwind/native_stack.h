@@ -28,6 +28,11 @@ struct RegisterContext {
     // Other callee-saved registers, for CFI (the Mach sampler's walk leaves them 0).
     // x86_64: rbx, r12, r13, r14, r15 in [0..4]. arm64: x19..x28 in [0..9].
     uint64_t callee_saved[10] = {};
+    // x86_64: r10 at the interrupted instruction, the interrupted frame's only (caller-saved):
+    // gcc's DRAP register, the CFA in a realigning function's prologue and epilogue
+    // (`DW_CFA_def_cfa: r10 ofs 0`). From a signal's context; not known elsewhere.
+    uint64_t drap = 0;
+    bool drap_known = false;
 };
 
 // [lo, hi) of a thread's stack; stacks grow down from hi. lo == hi == 0 means unknown.

@@ -34,6 +34,7 @@ constexpr uint32_t kSpCol = 7;
 constexpr uint32_t kFpCol = 6;
 constexpr uint32_t kPcCol = 16;  // the return-address column doubles as rip in expressions
 constexpr uint32_t kCalleeCols[] = {3, 12, 13, 14, 15};  // rbx, r12-r15 (RegisterContext order)
+constexpr uint32_t kDrapCol = 10;  // r10: known in the interrupted frame only (caller-saved)
 #else
 constexpr uint32_t kSpCol = 31;
 constexpr uint32_t kFpCol = 29;
@@ -234,6 +235,10 @@ bool cfi_step(const Fde& fde, uint64_t lookup_pc, const RegFile& cur, uintptr_t 
     *ra = strip_pointer_auth(next->r[ra_col]);
     *ra_from_stack = row.regs[ra_col].kind == RuleKind::kOffset || row.regs[ra_col].kind == RuleKind::kExpression;
     next->set(kSpCol, cfa);
+#if defined(__x86_64__)
+    // Caller-saved: "same value" is not a value the caller had, unless a rule restored it.
+    if (row.regs[kDrapCol].kind == RuleKind::kSameValue) next->clear(kDrapCol);
+#endif
     return true;
 }
 
@@ -269,6 +274,7 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
         cur.set(kCalleeCols[i], regs.callee_saved[i]);
 #if defined(__x86_64__)
     cur.set(kPcCol, pc);
+    if (regs.drap_known) cur.set(kDrapCol, regs.drap);
 #else
     cur.set(kLrCol, strip_pointer_auth(regs.lr));
 #endif
@@ -309,6 +315,7 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
             // (aarch64). Counted: a heuristic.
             next = cur;
 #if defined(__x86_64__)
+            next.clear(kDrapCol);
             next.set(kSpCol, sp + 8 * (words + 1));
             // A frame below the return address may hold callee-saved registers the function
             // then changed: their values are no longer known.
@@ -335,6 +342,9 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
                 return st.depth;
             }
             next = cur;
+#if defined(__x86_64__)
+            next.clear(kDrapCol);
+#endif
             next.set(kFpCol, rec.caller_fp);
             next.set(kSpCol, fp + kFrameRecordBytes);
             ra = rec.ret;
