@@ -153,3 +153,21 @@ TEST(stack_builder_mixed_truncated_marker_and_native_cap) {
     CHECK_EQ(s[1], 1001u);
     CHECK_EQ(s.back(), 5300u);
 }
+
+TEST(stack_builder_eval_call_entering_or_leaving_is_interpreter_code) {
+    // Python 2 (called from C 20) returned; its eval call (151) is still on the native stack
+    // and the thread's frame is Python 1's again: 3 eval calls, 2 Python calls. The leaf-most
+    // eval call is the extra one; C 20 stays above Python 1, not above Python 0.
+    FakeNamer n;
+    StackBuilder b = builder();
+    Record r({py(1, true), py(0, true)}, {151, 21, 161, 171, 31});
+    CHECK(same(b.build(r.hdr, r.frames(), n), {1000, 1001, 5020}));
+    // Kept as interpreter code when asked for: the eval frame itself, no Python frame in it.
+    FakeNamer m;
+    StackBuilder keep = builder(true);
+    CHECK(same(keep.build(r.hdr, r.frames(), m), {5030, 1000, 5170, 1001, 5160, 5020, 5151}));
+    // A torn chain is short of calls for other reasons: paired as is.
+    FakeNamer t;
+    Record torn({py(1, true), py(0, true)}, {151, 21, 161, 171, 31}, kSampleTruncated);
+    CHECK(same(b.build(torn.hdr, torn.frames(), t), {kTruncated, 1000, 5020, 1001}));
+}

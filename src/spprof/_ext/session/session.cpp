@@ -41,6 +41,7 @@ Error Session::start(bool threads_after_fork) {
         EvalRanges eval;
         Error r = find_eval_ranges(resolver_.symbolizer(), unwind_->current(), &eval);
         drain_.builder().set_eval_ranges(eval);
+        unwind_->set_eval_ranges(eval);
         resolver_.set_eval_ranges(eval);
         if (!r.ok()) log_warning("native mode: %s; Python frames will sit above native ones", r.what);
         log_debug("native mode: %u eval-loop ranges, %llu modules without CFI", eval.count,

@@ -32,11 +32,35 @@ void StackBuilder::build_mixed(const RawSampleHeader& hdr, const RawFrame* frame
     const auto* pcs = reinterpret_cast<const uint64_t*>(frames + hdr.depth);
     const uint32_t native_depth = hdr.native_depth <= kMaxNativeFrames ? hdr.native_depth : kMaxNativeFrames;
     native_.clear();
+    // In its first and last instructions an eval call is on the native stack while the
+    // thread's current frame is still (or again) its caller's: one eval call more than the
+    // Python chain has, and it is the leaf-most one. Paired as is, every Python frame would
+    // go to the eval call under its own, and C frames would be drawn above their callers.
+    // That eval call is treated as interpreter code instead. (A torn or capped chain is short
+    // of calls for other reasons: left as is.)
+    bool skip_leaf_eval = false;
+    if (eval_.count > 0 && !(hdr.flags & kSampleTruncated)) {
+        uint32_t python_calls = 0;
+        for (uint32_t i = 0; i < depth; ++i) python_calls += (frames[i].instr & kInstrEntryFlag) ? 1 : 0;
+        if (depth > 0 && !(frames[depth - 1].instr & kInstrEntryFlag)) ++python_calls;  // an open group
+        uint32_t native_calls = 0;
+        for (uint32_t i = 0; i < native_depth; ++i)
+            native_calls += is_eval_frame(eval_, i == 0 ? pcs[i] : pcs[i] - 1) ? 1 : 0;
+        skip_leaf_eval = native_calls == python_calls + 1;
+    }
     uint32_t py = 0;
     size_t outermost_python = 0;  // native_ size right after the last Python frame pushed
     for (uint32_t i = 0; i < native_depth; ++i) {
         const uint64_t lookup = i == 0 ? pcs[i] : pcs[i] - 1;  // a return address points past the call
         if (eval_.count > 0 && is_eval_frame(eval_, lookup)) {
+            if (skip_leaf_eval) {
+                skip_leaf_eval = false;
+                if (config_.interpreter_frames) {
+                    bool interp = false;
+                    native_.push_back(namer.native_frame(lookup, &interp));
+                }
+                continue;
+            }
             if (config_.interpreter_frames) {
                 bool interp = false;
                 native_.push_back(namer.native_frame(lookup, &interp));

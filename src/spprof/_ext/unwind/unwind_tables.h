@@ -33,6 +33,7 @@
 
 #include "error.h"
 #include "unwind/eh_frame.h"
+#include "unwind/eval_ranges.h"
 
 namespace spprof {
 
@@ -93,6 +94,11 @@ public:
     // Snapshots built so far. Any thread.
     uint32_t generation() const { return generation_.load(std::memory_order_relaxed); }
 
+    // Where the eval loop lives: set once at session start, before capture is enabled (whose
+    // release store publishes it); read-only after. SIGNAL-SAFE, NO-HEAP to read.
+    void set_eval_ranges(const EvalRanges& ranges) { eval_ = ranges; }
+    const EvalRanges& eval_ranges() const { return eval_; }
+
 private:
     Error publish_empty_once(Error why);
 
@@ -102,6 +108,7 @@ private:
     std::atomic<uint64_t> dropped_{0};
     std::atomic<uint64_t> no_cfi_{0};
     std::atomic<uint32_t> generation_{0};
+    EvalRanges eval_;
     std::mutex mu_;                                        // serialises refresh()
     std::vector<std::unique_ptr<UnwindSnapshot>> owned_;  // current and retired; guarded by mu_
 };
