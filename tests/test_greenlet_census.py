@@ -33,12 +33,13 @@ SERVICE = SCRIPTS / "gevent_service.py"
 # error is about a census at each end of a wait that lasts the whole run (2 s); 10 % is the
 # issue's bound.
 TOLERANCE = 0.10
-# Below what was measured, 15 %: a greenlet's own measurement runs until its wait call returns,
+# Below what was measured, 20 %: a greenlet's own measurement runs until its wait call returns,
 # and on a loaded machine its thread is often descheduled after the switch back to it, a
 # time the census rightly counts as running. A loaded CI lane (3.12) measured the socket
-# reader 11.5 % under (1.82 s of 2.05 s: ~12 ms in each of its 20 waits); the bug these tests
-# guard against lost a third.
-UNDER = 0.15
+# reader 11.5 % under (1.82 s of 2.05 s: ~12 ms in each of its 20 waits); the gevent service
+# under pure-Python gevent with four busy loops beside a local CI run (load ~8 on 2 cores):
+# 9-10 % under in 2 runs of 4. The bug these tests guard against lost a third.
+UNDER = 0.20
 
 
 def _close(got: float, measured: float) -> bool:
