@@ -42,3 +42,22 @@ def test_a_window_asking_for_them_gets_its_waits_on_a_session_without(
     # a census every 50 ms: up to one period of the wait falls after the last before it ends
     assert 0.85e9 <= napper <= 1.1e9, (napper / 1e9, data["samples"])
     assert data["stats"][f"{kind}_censuses"] >= 10
+
+
+def test_a_threads_first_census_reaches_back_no_further_than_the_census_began() -> None:
+    """A thread's first census weighs one period (50 ms), but never more than the census has
+    run: its rows must not begin before the profile does, or the profile's own span cuts them
+    (_waits.add_to pro-rates a row that sticks out). Before, a first census 41 ms after the
+    start gave 2,000 waiting tasks 9 ms each from before it, and the profile's task track held
+    17.5 s less than the census had counted (CI, 3.13, test_census_memory)."""
+    from spprof._waits import WaitCensus
+
+    census = WaitCensus(clock=lambda: 0, start_ns=5_000_000_000)
+    now = census.start_ns + 41_000_000
+    weight = census.weight(7, now)
+    assert weight == 41_000_000
+    census.add(7, ("wait_1",), 2000, 2000 * weight, now)
+    (row,) = census.rows.values()
+    assert row.since_ns == census.start_ns
+    assert census.weight(7, now + 50_000_000) == 50_000_000  # then the time since the last
+    assert census.weight(8, now + 900_000_000) == census.period_ns  # a thread first seen later

@@ -123,10 +123,12 @@ class WaitCensus:
 
     def weight(self, ident: int, now: int) -> int:
         """The time the thread's waiting work waited since its last census (a thread blocked,
-        the GIL out of reach, is weighted by all of it: no time is lost)."""
+        the GIL out of reach, is weighted by all of it: no time is lost). A thread's first
+        census: one period, never more than the census has run (a row must not begin before
+        the profile does: a window would cut it)."""
         last = self.last_ns.get(ident)
         self.last_ns[ident] = now
-        return now - last if last else self.period_ns
+        return now - last if last else max(0, min(self.period_ns, now - self.start_ns))
 
     def forget_threads_but(self, seen: set[int]) -> None:
         for ident in [i for i in self.last_ns if i not in seen]:
