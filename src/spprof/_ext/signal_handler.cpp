@@ -165,15 +165,6 @@ void prepend_frame(RawFrame* frames, WalkResult* w, uint32_t native_depth, const
     ++w->depth;
 }
 
-// SIGNAL-SAFE, NO-HEAP. True when one of the native pcs (leaf first) is in the eval loop.
-bool in_eval_loop(const UnwindTables* unwind, const uint64_t* pcs, uint32_t n) {
-    if (unwind == nullptr) return false;
-    const EvalRanges& eval = unwind->eval_ranges();
-    for (uint32_t i = 0; i < n; ++i)
-        if (is_eval_frame(eval, i == 0 ? pcs[i] : pcs[i] - 1)) return true;
-    return false;
-}
-
 // SIGNAL-SAFE, NO-HEAP. Writes one record for the calling thread into ctx's ring.
 bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, const UnwindTables* unwind,
                   bool idle = false) {
@@ -277,7 +268,8 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
     // eval loop (the stale slot held 0); without native frames it cannot be told from C code
     // running between two callbacks.
     const bool torn = w.error || !clean ||
-                      (w.depth == 0 && in_eval_loop(unwind, reinterpret_cast<const uint64_t*>(frames), native_depth));
+                      (w.depth == 0 && unwind != nullptr &&
+                       eval_calls_in(unwind->eval_ranges(), reinterpret_cast<const uint64_t*>(frames), native_depth) > 0);
     if (w.depth == 0 && torn && !native_only && !idle && sub == nullptr &&
         ctx->carried_ns_.load(std::memory_order_relaxed) == 0) {
         ctx->carried_ns_.store(weight_ns, std::memory_order_relaxed);

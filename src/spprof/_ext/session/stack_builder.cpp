@@ -43,27 +43,20 @@ void StackBuilder::build_mixed(const RawSampleHeader& hdr, const RawFrame* frame
         uint32_t python_calls = 0;
         for (uint32_t i = 0; i < depth; ++i) python_calls += (frames[i].instr & kInstrEntryFlag) ? 1 : 0;
         if (depth > 0 && !(frames[depth - 1].instr & kInstrEntryFlag)) ++python_calls;  // an open group
-        uint32_t native_calls = 0;
-        for (uint32_t i = 0; i < native_depth; ++i)
-            native_calls += is_eval_frame(eval_, i == 0 ? pcs[i] : pcs[i] - 1) ? 1 : 0;
-        skip_leaf_eval = native_calls == python_calls + 1;
+        skip_leaf_eval = eval_calls_in(eval_, pcs, native_depth) == python_calls + 1;
     }
     uint32_t py = 0;
     size_t outermost_python = 0;  // native_ size right after the last Python frame pushed
     for (uint32_t i = 0; i < native_depth; ++i) {
         const uint64_t lookup = i == 0 ? pcs[i] : pcs[i] - 1;  // a return address points past the call
         if (eval_.count > 0 && is_eval_frame(eval_, lookup)) {
-            if (skip_leaf_eval) {
-                skip_leaf_eval = false;
-                if (config_.interpreter_frames) {
-                    bool interp = false;
-                    native_.push_back(namer.native_frame(lookup, &interp));
-                }
-                continue;
-            }
             if (config_.interpreter_frames) {
                 bool interp = false;
                 native_.push_back(namer.native_frame(lookup, &interp));
+            }
+            if (skip_leaf_eval) {  // no Python frame of its own
+                skip_leaf_eval = false;
+                continue;
             }
             while (py < depth) {
                 const RawFrame& f = frames[py++];

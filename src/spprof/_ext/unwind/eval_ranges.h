@@ -52,4 +52,12 @@ inline bool is_eval_frame(const EvalRanges& r, uint64_t pc) {
     return false;
 }
 
+// How many of `n` native frames (leaf first: the leaf pc as is, return addresses minus one)
+// are eval-loop calls. SIGNAL-SAFE, NO-HEAP; any thread.
+inline uint32_t eval_calls_in(const EvalRanges& r, const uint64_t* pcs, uint32_t n) {
+    uint32_t calls = 0;
+    for (uint32_t i = 0; i < n; ++i) calls += is_eval_frame(r, i == 0 ? pcs[i] : pcs[i] - 1) ? 1 : 0;
+    return calls;
+}
+
 }  // namespace spprof
