@@ -197,8 +197,7 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
     if (id == kNoRecord || !same_thread(records_[id], ts, tid)) return;
     if (ThreadCtx* ctx = table_.at(it->second)) {
         const TimerResidual owed = platform_thread_finish(ctx);
-        const uint64_t carried = ctx->carried_ns_.exchange(0, std::memory_order_relaxed);
-        if (owed.expiries > 0 || carried > 0) write_thread_end(ctx, owed.expiries, owed.weight_ns + carried);
+        settle_end(ctx, owed.expiries, owed.weight_ns);
         records_[id].end_settled = owed.settled;
         // Its CPU is all accounted now: the wall census must not take the ending thread for
         // one without a timer and signal it for the time since its last census.
@@ -216,9 +215,13 @@ void SessionThreads::finish_all() {
         ThreadCtx* ctx = table_.at(slot);
         if (ctx == nullptr || slot >= slot_record_.size() || slot_record_[slot] == kNoRecord) continue;
         const TimerResidual owed = platform_thread_finish(ctx);
-        const uint64_t carried = ctx->carried_ns_.exchange(0, std::memory_order_relaxed);
-        if (owed.expiries > 0 || carried > 0) write_thread_end(ctx, owed.expiries, owed.weight_ns + carried);
+        settle_end(ctx, owed.expiries, owed.weight_ns);
     }
+}
+
+void SessionThreads::settle_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns) {
+    const uint64_t carried = ctx->carried_ns_.exchange(0, std::memory_order_relaxed);
+    if (expiries > 0 || carried > 0) write_thread_end(ctx, expiries, weight_ns + carried);
 }
 
 void SessionThreads::write_thread_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns) {
@@ -353,9 +356,7 @@ void SessionThreads::retire(uint32_t slot) {
     ThreadRecord& rec = records_[id];
     if (!rec.alive) return;
     platform_thread_detach(ctx);
-    // A deferred sample's time the thread did not live to carry: on its last stack.
-    if (const uint64_t carried = ctx->carried_ns_.exchange(0, std::memory_order_relaxed))
-        write_thread_end(ctx, 0, carried);
+    settle_end(ctx, 0, 0);  // a deferred sample's time the thread did not live to carry
     // The thread deleted its own thread state before we saw it gone; from then on its
     // handler finds no tstate and never touches the ring, so draining and reusing it is safe.
     ctx->state_.store(ThreadState::kDetached, std::memory_order_release);

@@ -160,6 +160,9 @@ private:
     void refresh_cpu(uint32_t record);
     void record_initial_stack(ThreadCtx* ctx, PyThreadState* ts);
     void record_entry_stack(ThreadCtx* ctx, PyThreadState* ts, PyObject* entry_code, PyObject* skip_code);
+    // The thread's end record: CPU-timer expiries of its last stretch, plus the time of a
+    // deferred sample it did not live to carry (ThreadCtx::carried_ns_); none if neither.
+    void settle_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns);
     void write_thread_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns);
     void write_thread_end_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawFrame* frames, uint64_t expiries);
     void name_from_threading(ThreadRecord& rec);
