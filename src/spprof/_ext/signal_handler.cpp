@@ -51,6 +51,7 @@ inline void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_re
 // A read past the real top faults into the guard, which keeps the sample without its native
 // frames (native_faults).
 constexpr uintptr_t kProvisionalStackBytes = 256u << 10;
+constexpr uint32_t kMaxDeferralsInRow = 4;
 
 // SIGNAL-SAFE, NO-HEAP. Whether the calling thread is ctx's thread: its thread state for a
 // Python thread, or its kernel tid when it has no state (found without one, or a C thread
@@ -263,7 +264,9 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
     // middle of a change (CPython 3.11/3.12 entering the eval loop from C: ~30 instructions
     // per entry, a generator resumed by sum() enters on every item). The thread's next sample,
     // a moment as random as this one, carries its time, once in a row: a stack of junk is
-    // worse than a sample a tick later. The native pcs alone do not say which Python code ran.
+    // worse than a sample a tick later (up to kMaxDeferralsInRow times in a row: two torn
+    // moments one tick apart are rare, not impossible). The native pcs alone do not say which
+    // Python code ran.
     // An empty chain read cleanly is such a moment too when the native stack is inside the
     // eval loop (the stale slot held 0); without native frames it cannot be told from C code
     // running between two callbacks.
@@ -271,8 +274,9 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
                       (w.depth == 0 && unwind != nullptr &&
                        eval_calls_in(unwind->eval_ranges(), reinterpret_cast<const uint64_t*>(frames), native_depth) > 0);
     if (w.depth == 0 && torn && !native_only && !idle && sub == nullptr &&
-        ctx->carried_ns_.load(std::memory_order_relaxed) == 0) {
-        ctx->carried_ns_.store(weight_ns, std::memory_order_relaxed);
+        ctx->deferrals_in_row_.load(std::memory_order_relaxed) < kMaxDeferralsInRow) {
+        ctx->carried_ns_.fetch_add(weight_ns, std::memory_order_relaxed);
+        ctx->deferrals_in_row_.fetch_add(1, std::memory_order_relaxed);
         bump(g_counters.deferred);
         record.abandon();
         ctx->busy_.store(false, std::memory_order_release);
@@ -287,8 +291,10 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         return false;
     }
     // A load per capture; the read-modify-write only on the rare capture that has one to take.
-    if (!idle && ctx->carried_ns_.load(std::memory_order_relaxed) != 0)
+    if (!idle && ctx->carried_ns_.load(std::memory_order_relaxed) != 0) {
         weight_ns += ctx->carried_ns_.exchange(0, std::memory_order_relaxed);
+        ctx->deferrals_in_row_.store(0, std::memory_order_relaxed);
+    }
     if (native_only && w.depth == 0) {
         // No Python frame: one root frame names the thread (<thread "OMP worker 3">), above
         // its native frames if any. It goes where a Python frame would (the drain puts Python

@@ -79,6 +79,10 @@ struct ThreadCtx {
     // slot): the thread's next sample carries it. Written by whoever holds busy_; the session
     // takes what is left when the thread ends (session_threads.cpp).
     std::atomic<uint64_t> carried_ns_{0};
+    // Torn captures deferred since the thread's last record (the handler's, under busy_):
+    // a few in a row are allowed (one after another came in 4 runs of 40 of a map() loop at
+    // 1 ms); the bound keeps a thread whose every capture is torn writing something.
+    std::atomic<uint32_t> deferrals_in_row_{0};
     // Wall mode: no stack recorded at registration (the thread registered itself and is
     // running): the sampler's first tick asks it for one whatever its CPU clock says.
     std::atomic<bool> needs_first_sample_{false};
