@@ -512,3 +512,79 @@ def test_the_endpoints_threads_are_spprofs_own_neither_sampled_nor_listed():
     assert "MainThread" in out["threads"], out
     # What is left is the main thread's start() and stop() calls: a sample or two each.
     assert out["in_profiler"] <= 10, out
+
+
+FAMILY = str(SCRIPTS / "http_family.py")
+
+
+def _comments(body: bytes) -> list[str]:
+    top = fields(gzip.decompress(body))
+    strings = [s.decode() for s in top[6]]
+    return [strings[i] for i in top[13]]
+
+
+def _pid_weights(d: Decoded, function: str) -> dict[int, int]:
+    """Weight (ns) by process of the samples whose stack holds `function`."""
+    out: dict[int, int] = {}
+    for locs, values, labels in d.samples:
+        if any(frame[0] == function for frame in d.stack(locs)):
+            out[labels["pid"]] = out.get(labels["pid"], 0) + values[1]
+    return out
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks its workers")
+def test_under_subprocesses_the_endpoint_serves_every_worker_in_one_window(tmp_path):
+    """A pre-fork server under --subprocesses --http: the master's endpoint answers with its
+    workers' samples of the window, each labelled with its pid (before, the master's only: no
+    burn_1 or burn_2 at all); a worker that ends during a window is named in a comment."""
+    env = {k: v for k, v in os.environ.items() if k != "SPPROF_DEBUG"}
+    argv = ["--subprocesses", "-o", str(tmp_path / "out.spprof"), "--http", "127.0.0.1:0"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spprof", *argv, FAMILY, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        names = ("port", "worker-1", "worker-2")
+        while not all((tmp_path / n).exists() for n in names):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        port, w1, w2 = (int((tmp_path / n).read_text()) for n in names)
+        time.sleep(0.3)  # the workers' sessions are up
+
+        def get(seconds: int) -> bytes:
+            url = f"http://127.0.0.1:{port}/debug/pprof/profile?seconds={seconds}"
+            with urllib.request.urlopen(url, timeout=90) as r:
+                assert r.status == 200
+                return r.read()
+
+        body = get(2)
+        d = Decoded(body)
+        assert not [c for c in _comments(body) if c.startswith("process ")], _comments(body)
+        one, two = _pid_weights(d, "burn_1"), _pid_weights(d, "burn_2")
+        # Each worker's function under its own pid only, with about the window's CPU: at least
+        # 0.3 s of the 2 s (two workers and the test share two cores), at most 2 s plus the
+        # 150 ms a sample stamped just inside the window may carry.
+        assert set(one) == {w1} and set(two) == {w2}, (one, two, w1, w2)
+        for got in (one[w1], two[w2]):
+            assert 300_000_000 <= got <= 2_150_000_000, (one, two)
+
+        # Worker 2 ends in the middle of the next window: named, worker 1 still in it.
+        result: list[bytes] = []
+        t = threading.Thread(target=lambda: result.append(get(2)))
+        t.start()
+        time.sleep(1.0)
+        (tmp_path / "quit-2").touch()
+        t.join(120)
+        d = Decoded(result[0])
+        assert set(_pid_weights(d, "burn_1")) == {w1}
+        assert _pid_weights(d, "burn_2") == {}
+        missing = [c for c in _comments(result[0]) if c.startswith(f"process {w2} ")]
+        assert missing == [f"process {w2} is not in this window: the session ended"], missing
+    finally:
+        (tmp_path / "stop").touch()
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err

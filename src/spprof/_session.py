@@ -17,6 +17,7 @@ import os
 import platform
 import sys
 import threading
+import time
 from typing import Any, Callable, Optional, TypeVar
 
 from . import (
@@ -27,6 +28,7 @@ from . import (
     _debug,
     _exit_calls,
     _ext,
+    _family_windows,
     _greenlet_view,
     _http,
     _mypyc_names,
@@ -503,12 +505,22 @@ def _close_window(window: _windows.Window, metadata: dict[str, Any]) -> Optional
 def _http_window(seconds: float, ending: threading.Event) -> Optional[bytes]:
     """The pprof endpoint's window (_http.py): every thread's samples of the next `seconds`
     (up to `ending`, the session's stop), as gzipped pprof; None when the session is gone."""
+    # The root of a --subprocesses family asks its running members for the same window.
+    members = _family_windows.ask(_subprocesses.running_members(), seconds)
     window = _open_window({})
     if window is None:
+        _family_windows.abandon(members)
         return None
-    ending.wait(seconds)
+    deadline = time.monotonic() + seconds + _family_windows.ANSWER_GRACE_S
+    ended_early = ending.wait(seconds)
     profile = _close_window(window, _metadata(window.session))
-    return render(profile, "pprof") if profile is not None else None
+    if profile is None or ended_early:
+        _family_windows.abandon(members)
+        return render(profile, "pprof") if profile is not None else None
+    if members:
+        found, missing = _family_windows.collect(members, deadline)
+        profile = _family_windows.merged(profile, found, missing)
+    return render(profile, "pprof")
 
 
 def _control_window() -> Optional[_windows.Window]:

@@ -145,6 +145,28 @@ def mark_helper() -> None:
             os.mkdir(Path(_family.directory) / f"{os.getpid()}{_HELPER}")
 
 
+def running_members() -> list[int]:
+    """The root's live family members with a session now (marked running, not yet written),
+    for a window over the family (_family_windows); [] outside a family's root."""
+    family = _family
+    if family is None or not family.is_root:
+        return []
+    base = Path(family.directory)
+    try:
+        marks = list(base.glob(f"*{_RUNNING}"))
+    except OSError:
+        return []
+    pids: set[int] = set()
+    for mark in marks:
+        stem = mark.name[: -len(_RUNNING)]
+        if (base / f"{stem}{_WRITTEN}").exists():
+            continue
+        pid = int(stem.split(".")[0])
+        if pid != family.root_pid and _alive(pid):
+            pids.add(pid)
+    return sorted(pids)
+
+
 def in_child() -> bool:
     """Whether this process is a profiled child (its writes are its own, never the root's)."""
     return _family is not None and not _family.is_root

@@ -13,7 +13,8 @@ What goes in:
   and `thread_id` (the OS thread id, number), and with --async `task` (the innermost task's
   coroutine, when the stack is a task's), and with --greenlets `greenlet` (a waiting
   greenlet's function, on its thread's greenlet track);
-- comments with the spprof and Python versions and the command line.
+- comments with the spprof and Python versions and the command line, and (the endpoint's
+  window over a --subprocesses family) each process that could not answer, with why.
 """
 
 from __future__ import annotations
@@ -200,6 +201,9 @@ def render(profile: ProfileData) -> bytes:
     ]
     if meta.get("argv"):
         comments.append("argv " + " ".join(str(a) for a in meta["argv"]))
+    # --subprocesses, the endpoint's window: a process of the family that could not answer.
+    for pid, why in dict(meta.get("window_missing") or {}).items():
+        comments.append(f"process {pid} is not in this window: {why}")
     tail = [
         field_varint(P_DURATION, profile.duration_ns),
         field_bytes(P_PERIOD_TYPE, _value_type(strings, time_type, "nanoseconds")),
