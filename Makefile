@@ -121,6 +121,10 @@ test-python:
 # includes <x86_64-linux-gnu/python3.X/pyconfig.h>: $(DEBIAN_SYSROOT)-include holds just that,
 # for -I (the sysroot's own /usr/include would bring its libc headers). Needs apt-get,
 # dpkg-deb, patchelf and the network on the first run; a no-op once done.
+# Debian compiles a package's modules when it is installed (py3compile); unpacked here, the
+# stdlib has no .pyc, and with PYTHONDONTWRITEBYTECODE set (CI's environment) every interpreter
+# start compiled typing, dataclasses, inspect... again: `import spprof` took 0.51 s on 3.14
+# against 0.19 s on 3.13, and the suite ran ~25 % longer on 3.14 and 3.15.
 pythons-debian:
 	@set -e; [ -n "$(strip $(DEBIAN_PYTHONS))" ] || exit 0; \
 	command -v patchelf >/dev/null || { echo "pythons-debian: needs patchelf (apt-get install patchelf)"; exit 1; }; \
@@ -133,6 +137,7 @@ pythons-debian:
 	    patchelf --set-interpreter $$lib/$(DEBIAN_LOADER) --force-rpath --set-rpath $$lib $$py; \
 	  mkdir -p $$root-include/$(DEBIAN_MULTIARCH); \
 	  ln -sfn $$root/usr/include/$(DEBIAN_MULTIARCH)/python$$v $$root-include/$(DEBIAN_MULTIARCH)/python$$v; \
+	  $$py -m compileall -q -j 2 -x '/test/' $$root/usr/lib/python$$v >/dev/null || true; \
 	  $$py -c 'import sys; print("pythons-debian:", sys.executable, sys.version.split()[0])'; \
 	done
 
