@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Optional
 
 import pytest
 
+from conftest import EVERY_VERSION
 from test_formats_common import tool_env
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
 
 def chromium_or_skip() -> str:
+    # The pages are pure-Python output and the browser's script: the same on every interpreter
+    # (~21 s a version, the ASan run's included).
+    if sys.version_info[:2] != (3, 12) and not EVERY_VERSION:
+        pytest.skip(
+            "runs on 3.12 only (SPPROF_TEST_EVERY_VERSION=1 for all): a page in the browser"
+        )
     for name in BROWSERS:
         found = shutil.which(name)
         if found:

@@ -349,6 +349,7 @@ def _run_on_a_terminal(args: list, env: dict | None = None, timeout: float = 60)
     return rc, b"".join(chunks).decode("utf-8", "replace")
 
 
+@on_one_version("6 s: the CLI's progress line on a pty, the same on every version")
 def test_progress_line_on_a_terminal_only(tmp_path):
     rc, out = _run_on_a_terminal(
         ["-m", "spprof", "-o", str(tmp_path / "p.json"), TARGET], env={"BURN": "2.5"}

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import spprof
-from conftest import SCRIPTS, run_python
+from conftest import SCRIPTS, on_one_version, run_python
 from test_formats_common import find_tool, tool_env
 from test_formats_pprof import Decoded, fields
 
@@ -190,6 +190,7 @@ def test_bad_requests_get_a_clear_http_error(program):
     p.finish()
 
 
+@on_one_version("4 s: the endpoint's one-at-a-time rule, pure Python")
 def test_a_second_profile_request_is_refused_at_once_while_one_runs(program):
     """Two requests at once: whichever comes second gets 429 at once, the other its window."""
     p = program()

@@ -224,6 +224,7 @@ def test_application_handler_after_start_is_kept_at_stop_and_timers_are_gone():
     assert r["captured_before_takeover"] >= 3, r
 
 
+@on_one_version("5 s: the timers' limit, the same on every version")
 def test_rlimit_sigpending_too_low_for_one_timer_per_thread():
     # At most 4 pending signals/timers for this user: a few threads get a timer, the rest
     # are reported on stderr and left unsampled (or, if even the first is refused, the
