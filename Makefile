@@ -243,7 +243,8 @@ test-arm64-quick:
 # sysroot's 3.11 into dist/ (symbols kept in build/wheels/debug/), runs `auditwheel show` on
 # each, then installs each one and records a profile with it: on those interpreters, on Debian
 # bullseye's CPython 3.9 on its own glibc 2.31, and the arm64 wheel under qemu-user.
-# `make wheels-all` does the same for every interpreter `make test` uses (3.9-3.15).
+# `make wheels-all` does the same for every interpreter `make test` uses (3.9-3.15) and for
+# Debian's arm64 CPython 3.9, 3.11, 3.13, 3.14 and 3.15 (WHEEL_ARM64_MORE).
 # `make wheels-check` reruns the second half on what dist/ holds (every wheel there must find an
 # interpreter: after wheels-all, give WHEEL_PYTHONS="$$(make -s print-pythons)").
 WHEEL_TOOLS := ziglang==0.17.0 auditwheel==6.8.2 pyelftools==0.33 setuptools==84.2.1
@@ -253,6 +254,15 @@ WHEEL_PYTHONS ?= $(foreach m,3.9 3.12,$(firstword $(filter $(PYENV_ROOT)/version
 WHEELS_DIR := dist
 BULLSEYE_SYSROOT := build/sysroot/bullseye-amd64
 WHEEL_CROSS := aarch64:$(ARM64_SYSROOT):3.11
+# wheels-all's other aarch64 CPythons: Debian's arm64 packages, SUITE:VERSION[,VERSION] (Debian
+# has no arm64 3.10 or 3.12), with the suite's pip wheel (the host's pip 23.2 fails on 3.15;
+# bullseye has none, and its 3.9 needs Debian's separate distutils for the host's pip). Each
+# sysroot's stdlib is compiled once under qemu, as pythons-debian does on the host (one process:
+# compileall -j 2 under qemu failed for 3.15): unpacked, it has no .pyc, and every start
+# compiled it again.
+WHEEL_ARM64_MORE := bullseye:3.9 trixie:3.13 unstable:3.14,3.15
+comma := ,
+WHEEL_CROSS_MORE := $(foreach s,$(WHEEL_ARM64_MORE),$(foreach v,$(subst $(comma), ,$(lastword $(subst :, ,$(s)))),aarch64:build/sysroot/$(firstword $(subst :, ,$(s)))-arm64:$(v)))
 
 define wheel_setup
 set -e; t=$(WHEEL_TOOLS_VENV)/bin/python; \
@@ -264,18 +274,27 @@ $(PYTHON) tests/tools/debian_sysroot.py --suite bookworm --arch arm64 --dest $(A
   python3.11 libpython3.11-dev libstdc++6; \
 $(ARM64_HOST_PY) -m compileall -q -j 2 $(ARM64_SYSROOT)/usr/lib/python3.11 >/dev/null || true; \
 $(PYTHON) tests/tools/debian_sysroot.py --suite bullseye --arch amd64 --dest $(BULLSEYE_SYSROOT) \
-  python3.9 python3.9-venv
+  python3.9 python3.9-venv; \
+for sv in $(WHEEL_ARM64_SYSROOTS); do \
+  suite=$${sv%%:*}; vers=$$(echo "$${sv#*:}" | tr , ' '); root=build/sysroot/$$suite-arm64; \
+  pk=; for x in $$vers; do pk="$$pk python$$x libpython$$x-dev"; done; \
+  case $$suite in bullseye) pk="$$pk python3-distutils" ;; *) pk="$$pk python3-pip-whl" ;; esac; \
+  $(PYTHON) tests/tools/debian_sysroot.py --suite $$suite --arch arm64 --dest $$root $$pk libstdc++6; \
+  for x in $$vers; do $(ARM64_QEMU) -L $$root $$root/usr/bin/python$$x -m compileall -q -x /test/ \
+    $$root/usr/lib/python$$x >/dev/null || true; done; \
+done
 endef
 WHEEL_CHECK = $$t tools/wheels.py check $(foreach p,$(WHEEL_PYTHONS),--python $(p)) \
-  --bullseye $(BULLSEYE_SYSROOT) --cross $(WHEEL_CROSS) --wheels $(WHEELS_DIR)
+  --bullseye $(BULLSEYE_SYSROOT) $(foreach c,$(WHEEL_CROSS),--cross $(c)) --wheels $(WHEELS_DIR)
 
 wheels:
 	@$(wheel_setup); rm -rf $(WHEELS_DIR); \
-	$$t tools/wheels.py build $(foreach p,$(WHEEL_PYTHONS),--python $(p)) --cross $(WHEEL_CROSS) --out $(WHEELS_DIR); \
+	$$t tools/wheels.py build $(foreach p,$(WHEEL_PYTHONS),--python $(p)) $(foreach c,$(WHEEL_CROSS),--cross $(c)) --out $(WHEELS_DIR); \
 	$(WHEEL_CHECK)
 
 wheels-all:
-	@$(MAKE) --no-print-directory wheels WHEEL_PYTHONS="$(PYTHONS)"
+	@$(MAKE) --no-print-directory wheels WHEEL_PYTHONS="$(PYTHONS)" \
+	  WHEEL_CROSS="$(WHEEL_CROSS) $(WHEEL_CROSS_MORE)" WHEEL_ARM64_SYSROOTS="$(WHEEL_ARM64_MORE)"
 
 wheels-check:
 	@$(wheel_setup); $(WHEEL_CHECK)

@@ -187,6 +187,12 @@ def include_flags(target: Target, ext: Any) -> list[str]:
             link.symlink_to(
                 target.sysroot / "usr" / "include" / multiarch / f"python{target.version}"
             )
+        # Debian builds 3.9/3.10 with HAVE_CRYPT_H, so their Python.h includes <crypt.h>
+        # (for the _crypt module's crypt_r; no extension uses it). zig's glibc headers have
+        # none (libxcrypt's): an empty one stands in.
+        crypt = shim / "crypt.h"
+        if not crypt.is_file():
+            crypt.write_text("/* tools/wheels.py: Python.h's <crypt.h>, unused by spprof. */\n")
         flags.append(f"-I{shim}")
     return flags
 
@@ -494,7 +500,13 @@ def bundled_pip(runner: Runner) -> Path | None:
         assert runner.sysroot is not None
         found = sorted((runner.sysroot / "usr" / "share" / "python-wheels").glob("pip-*.whl"))
     elif runner.kind == "qemu":
-        found = sorted(Path(sys.base_prefix).glob("lib/python3*/ensurepip/_bundled/pip-*.whl"))
+        # The sysroot's own pip when it has one (python3-pip-whl: a pip as new as its CPython;
+        # the host's bundled pip 23.2 cannot install on 3.15), else the host's.
+        assert runner.sysroot is not None
+        found = sorted((runner.sysroot / "usr" / "share" / "python-wheels").glob("pip-*.whl"))
+        found = found or sorted(
+            Path(sys.base_prefix).glob("lib/python3*/ensurepip/_bundled/pip-*.whl")
+        )
         if not found:  # Debian's CPython has no bundled pip: the tools venv's own (pure Python)
             import pip
 

@@ -90,11 +90,22 @@ class Apt:
         return sorted(names - SKIP)
 
 
+def merge_usr(dest: Path) -> None:
+    """/lib, /bin and /sbin as links into /usr, as on a merged-/usr system (trixie and later
+    ship their files under /usr only; base-files, which makes the links, is not unpacked): an
+    arm64 interpreter asks qemu for /lib/ld-linux-aarch64.so.1."""
+    for name in ("bin", "sbin", "lib"):
+        link = dest / name
+        if not link.exists() and not link.is_symlink() and (dest / "usr" / name).is_dir():
+            link.symlink_to(Path("usr") / name)
+
+
 def build(req: Request, dest: Path) -> None:
     # apt reads a relative Dir::* value as relative to its own /etc/apt or /var/lib/apt.
     dest = dest.resolve()
     stamp = dest / ".sysroot-stamp"
     if stamp.is_file() and stamp.read_text() == req.stamp():
+        merge_usr(dest)  # a sysroot made before the links were
         return
     if not shutil.which("dpkg-deb") or not shutil.which("apt-get"):
         sys.exit("debian_sysroot: needs apt-get and dpkg-deb (a Debian or Ubuntu machine)")
@@ -110,6 +121,7 @@ def build(req: Request, dest: Path) -> None:
     dest.mkdir(parents=True)
     for deb in sorted(debs.glob("*.deb")):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
+    merge_usr(dest)
     stamp.write_text(req.stamp())
     print(f"debian_sysroot: {len(names)} packages from {req.suite}/{req.arch} in {dest}")
 
