@@ -13,8 +13,10 @@ set-up is the benchmark's, never a test's: a venv with the pinned wheels and spp
 
 Per workload: the native walks, how many reached the thread's start (`bottom`), every other
 stop reason, the frames found by the leaf heuristic and by the frame-pointer fallback
-(`native_leaf_steps`, `native_fp_steps`), and the capture time per sample (`capture_ns`, on
-whatever machine runs it: compare runs of one machine only). docs/native-unwinding.md quotes a
+(`native_leaf_steps`, `native_fp_steps`), the capture time per sample (`capture_ns`, on
+whatever machine runs it: compare runs of one machine only), and the time the drain held the
+GIL per 1,000 samples (`drain_ns`: building stacks and naming native frames, time the
+program's threads could not run Python). docs/native-unwinding.md quotes a
 run before and after the stack-reading expressions and the leaf heuristic.
 """
 
@@ -83,7 +85,7 @@ CHILD = textwrap.dedent(
             work()
     s = p.profile.stats
     keys = ("samples_captured", "native_unwinds", "native_stop_reasons", "native_leaf_steps",
-            "native_fp_steps", "capture_ns")
+            "native_fp_steps", "capture_ns", "drain_ns")
     print(json.dumps({k: s.get(k) for k in keys}))
     """
 )
@@ -114,9 +116,8 @@ def row(name: str, runs: list[dict]) -> str:
     bad = [r for r in runs if "missing" in r or "error" in r]
     if bad:
         why = bad[0].get("missing") or bad[0].get("error")
-        return (
-            f"| {name} | {'not installed' if 'missing' in bad[0] else 'failed'}: {why} | | | | | |"
-        )
+        state = "not installed" if "missing" in bad[0] else "failed"
+        return f"| {name} | {state}: {why} |" + " |" * 6
     m = merge(runs)
     walks = m.get("native_unwinds", 0)
     stops = dict(m["native_stop_reasons"])
@@ -127,9 +128,12 @@ def row(name: str, runs: list[dict]) -> str:
     )
     samples = m.get("samples_captured", 0)
     capture = f"{m.get('capture_ns', 0) / samples / 1000:.1f}" if samples else "-"
+    # The drain's GIL time (stats drain_ns: building stacks, naming native frames) per 1,000
+    # samples, in ms: what the profiled program's threads wait for the GIL because of it.
+    drain = f"{m.get('drain_ns', 0) / samples / 1000:.1f}" if samples else "-"
     return (
         f"| {name} | {walks} | {share} | {others} | {m.get('native_leaf_steps', 0)} "
-        f"| {m.get('native_fp_steps', 0)} | {capture} |"
+        f"| {m.get('native_fp_steps', 0)} | {capture} | {drain} |"
     )
 
 
@@ -144,8 +148,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
     print(f"{args.python}, {args.seconds} s of CPU per round, {args.rounds} round(s), 1 ms")
     head = "| workload | walks | reached the start | other stops | leaf steps | fp steps |"
-    print(head + " capture us |")
-    print("|---|---:|---:|---|---:|---:|---:|")
+    print(head + " capture us | drain GIL ms / 1,000 samples |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|")
     for name in args.workloads:
         runs = [run_one(args.python, name, args.seconds) for _ in range(args.rounds)]
         print(row(name, runs), flush=True)
