@@ -99,6 +99,7 @@ class SessionStats(Mapping[str, Any]):
     native_stop_reasons: Optional[dict[str, int]] = None
     wall_ticks: Optional[int] = None
     wall_missed_ticks: Optional[int] = None
+    wall_longest_census_gap_ns: Optional[int] = None
     wall_quiet_skips: Optional[int] = None
     wall_signals_sent: Optional[int] = None
     wall_idle_records: Optional[int] = None

@@ -73,11 +73,17 @@ def main() -> None:
         marked = [i for i, line in enumerate(src, 1) if line.rstrip().endswith("# WAIT_LINE")]
     wait_line = marked[0]
     # Per blocked thread: its idle rows and their weight on the line of the measured wait.
+    # weight_any: every sample on that line, idle or not (a thread released from the wait
+    # that waits for the GIL, or a CPU, to return from it is still on the line, not idle).
     rows: dict[str, int] = {}
     weight: dict[str, int] = {}
+    weight_any: dict[str, int] = {}
     for s in prof.samples:
         at = [f.lineno for f in s.frames if f.function_name == "blocked"]
-        if s.thread_name.startswith("blocked-") and s.idle and at == [wait_line]:
+        if not s.thread_name.startswith("blocked-") or at != [wait_line]:
+            continue
+        weight_any[s.thread_name] = weight_any.get(s.thread_name, 0) + s.weight_ns
+        if s.idle:
             rows[s.thread_name] = rows.get(s.thread_name, 0) + 1
             weight[s.thread_name] = weight.get(s.thread_name, 0) + s.weight_ns
     print(
@@ -89,6 +95,7 @@ def main() -> None:
                 "rss_max_end": rss_stopped,
                 "rows": rows,
                 "weight": weight,
+                "weight_any": weight_any,
                 "spans": {k: v[1] - v[0] for k, v in spans.items()},
             }
         )

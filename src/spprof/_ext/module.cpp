@@ -207,6 +207,7 @@ PyObject* build_stats(const Session* s) {
         const WallSampler* w = s->wall_sampler();
         ok = put(d, "wall_ticks", PyLong_FromUnsignedLongLong(w->ticks())) &&
              put(d, "wall_missed_ticks", PyLong_FromUnsignedLongLong(w->missed_ticks())) &&
+             put(d, "wall_longest_census_gap_ns", PyLong_FromUnsignedLongLong(w->longest_gap_ns())) &&
              put(d, "wall_quiet_skips", PyLong_FromUnsignedLongLong(w->quiet_skips())) &&
              put(d, "wall_signals_sent", PyLong_FromUnsignedLongLong(w->signals_sent())) &&
              put(d, "wall_idle_records", PyLong_FromUnsignedLongLong(w->idle_records())) &&

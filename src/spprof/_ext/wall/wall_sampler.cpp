@@ -107,6 +107,10 @@ void* WallSampler::thread_main(void* arg) {
     run_deadline_loop(
         clock, self->census_ns_, kMaxSleepNs, self->running_,
         [self](uint64_t) {
+            const uint64_t t = platform_monotonic_ns();
+            if (self->last_tick_ns_ != 0 && t - self->last_tick_ns_ > self->longest_gap_ns())
+                self->longest_gap_ns_.store(t - self->last_tick_ns_, std::memory_order_relaxed);
+            self->last_tick_ns_ = t;
             const uint32_t periods = self->tick();
             self->ticks_.fetch_add(1, std::memory_order_relaxed);
             sampler_round_done();

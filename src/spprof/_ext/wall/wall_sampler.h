@@ -57,6 +57,10 @@ public:
 
     uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
     uint64_t missed_ticks() const { return missed_.load(std::memory_order_relaxed); }
+    // The longest time between two censuses: a census places a period's off-CPU time on the
+    // stack it finds at the period's end, so a thread's idle weight is true to within about
+    // this much at each end of a wait (10 ms idle; more when the census waited for a CPU).
+    uint64_t longest_gap_ns() const { return longest_gap_ns_.load(std::memory_order_relaxed); }
     // Base-period deadlines passed over while the census was stretched (wake-ups saved).
     uint64_t quiet_skips() const { return quiet_skips_.load(std::memory_order_relaxed); }
     uint64_t signals_sent() const { return signals_.load(std::memory_order_relaxed); }
@@ -102,6 +106,8 @@ private:
     std::atomic<uint32_t> stride_{1};
     CensusPace pace_;          // sampler thread only
     uint32_t periods_ = 1;     // sampler thread only: base periods since the last census
+    uint64_t last_tick_ns_ = 0;  // sampler thread only: when the last census began
+    std::atomic<uint64_t> longest_gap_ns_{0};
     std::atomic<uint64_t> ticks_{0}, missed_{0}, quiet_skips_{0}, signals_{0}, idle_{0}, idle_dropped_{0},
         probes_{0}, walks_{0}, walks_lost_{0};
 };
