@@ -100,18 +100,21 @@ VENV_FOR_PY = case $$py in $(CURDIR)/$(DEBIAN_SYSROOT)/*) \
 	  *) [ -x $$v/bin/python ] || $$py -m venv $$v ;; \
 	  esac
 
+# A failing interpreter does not stop the others: one run shows every version's failures.
 test-python:
 	@set -e; [ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.9-3.13 found under $(PYENV_ROOT)"; exit 1; }; \
 	case "$(PYTHONS)" in *$(DEBIAN_SYSROOT)*) $(MAKE) --no-print-directory pythons-debian ;; esac; \
-	for py in $(PYTHONS); do \
+	failed=; for py in $(PYTHONS); do \
 	  ver=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); v=$(VENVS)/$$ver; \
 	  echo "=== CPython $$ver ($$py)"; flags=; \
 	  $(VENV_FOR_PY); \
 	  $$v/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true; \
 	  $$v/bin/python -m pip install -q $(DEV_DEPS); \
 	  CPPFLAGS=$$flags SPPROF_BUILD_BASE=build/test-$$ver SPPROF_WERROR=1 $$v/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps . ; \
-	  (cd tests && CPPFLAGS=$$flags $(CURDIR)/$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .); \
-	done
+	  (cd tests && CPPFLAGS=$$flags $(CURDIR)/$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) .) || \
+	    failed="$$failed $$ver"; \
+	done; \
+	[ -z "$$failed" ] || { echo "test-python: the suite failed on$$failed"; exit 1; }
 
 # Debian's CPython 3.14 and 3.15 (python3.X, libpython3.X-dev for the headers, python3.X-venv
 # for ensurepip and pip's wheel) and every library they need, unpacked into $(DEBIAN_SYSROOT)
