@@ -263,10 +263,9 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
     // A Python thread on CPU with not one Python frame readable: the walk met a stack in the
     // middle of a change (CPython 3.11/3.12 entering the eval loop from C: ~30 instructions
     // per entry, a generator resumed by sum() enters on every item). The thread's next sample,
-    // a moment as random as this one, carries its time, once in a row: a stack of junk is
-    // worse than a sample a tick later (up to kMaxDeferralsInRow times in a row: two torn
-    // moments one tick apart are rare, not impossible). The native pcs alone do not say which
-    // Python code ran.
+    // a moment as random as this one, carries its time, up to kMaxDeferralsInRow times in a
+    // row (two torn moments one tick apart are rare, not impossible): a stack of junk is worse
+    // than a sample a tick later. The native pcs alone do not say which Python code ran.
     // An empty chain read cleanly is such a moment too when the native stack is inside the
     // eval loop (the stale slot held 0); without native frames it cannot be told from C code
     // running between two callbacks.
