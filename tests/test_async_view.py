@@ -160,7 +160,11 @@ def test_gathered_children_are_rooted_at_their_own_tasks(tmp_path: Any) -> None:
             # (a sample may find child_x on its await line, passing crunch_a's result on)
             if frames[2:3] and frames[2][0] == "crunch_a":
                 in_crunch_a += weight
-        assert "parent" not in [f[0] for f in frames[1:]], frames
+        if frames[0][0] == "<task> parent":
+            # the parent's own time (calling gather(), creating the children) is its own
+            assert frames[1][0] == "parent", frames
+        else:
+            assert "parent" not in [f[0] for f in frames[1:]], frames
     assert in_crunch_a >= 0.9 * x, (in_crunch_a, x)
 
 
