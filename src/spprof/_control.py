@@ -136,7 +136,7 @@ class _Client:
 
 
 # The session's part: a window opened now, and the window's profile written to a path.
-OpenWindow = Callable[[], Any]
+OpenWindow = Callable[[float], Any]  # its length in seconds (at most: it may end earlier)
 CloseWindow = Callable[[Any, str], Optional[int]]  # -> samples written, None: session gone
 
 
@@ -266,7 +266,7 @@ class Channel:
             if not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_WINDOW_S:
                 c.answer({"ok": False, "error": f"seconds must be in (0, {MAX_WINDOW_S}]"}, now)
                 return
-            window = self.open_window()
+            window = self.open_window(float(seconds))
             if window is None:
                 c.answer({"ok": False, "error": "the session has ended"}, now)
                 return

@@ -472,17 +472,20 @@ def http_address() -> Optional[tuple[str, int]]:
 
 
 def _open_window(
-    asked: dict[str, Any], thread: Optional[str] = None, labels: Optional[dict[str, str]] = None
+    asked: dict[str, Any],
+    thread: Optional[str] = None,
+    labels: Optional[dict[str, str]] = None,
+    seconds: float = 0.0,
 ) -> Optional[_windows.Window]:
     """A window on the running session from now on (Profiler inside a session, the pprof
-    endpoint); None when no session runs."""
+    endpoint: `seconds` long); None when no session runs."""
     with _lock:
         # A --subprocesses child's session is not the program's: its blocks get their own.
         session = _active if _ext.is_active() and not _family_child else None
         generation = _generation
     if session is None:
         return None
-    window = _windows.Window(session, generation, asked, thread, labels or {})
+    window = _windows.Window(session, generation, asked, thread, labels or {}, int(seconds * 1e9))
     window.open()
     return window
 
@@ -507,7 +510,7 @@ def _http_window(seconds: float, ending: threading.Event) -> Optional[bytes]:
     (up to `ending`, the session's stop), as gzipped pprof; None when the session is gone."""
     # The root of a --subprocesses family asks its running members for the same window.
     members = _family_windows.ask(_subprocesses.running_members(), seconds)
-    window = _open_window({})
+    window = _open_window({}, seconds=seconds)
     if window is None:
         _family_windows.abandon(members)
         return None
@@ -523,15 +526,16 @@ def _http_window(seconds: float, ending: threading.Event) -> Optional[bytes]:
     return render(profile, "pprof")
 
 
-def _control_window() -> Optional[_windows.Window]:
-    """`spprof record --pid`'s window (_control.py, on the drain thread): every thread of
-    the running session, a --subprocesses child's too (its session is the family's)."""
+def _control_window(seconds: float) -> Optional[_windows.Window]:
+    """`spprof record --pid`'s window (_control.py, on the drain thread), at most `seconds`
+    long: every thread of the running session, a --subprocesses child's too (its session is
+    the family's)."""
     with _lock:
         session = _active if _ext.is_active() else None
         generation = _generation
     if session is None:
         return None
-    window = _windows.Window(session, generation, {})
+    window = _windows.Window(session, generation, {}, length_ns=int(seconds * 1e9))
     window.open()
     return window
 

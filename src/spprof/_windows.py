@@ -99,6 +99,10 @@ class Window:
     asked: dict[str, Any]  # settings the caller passed explicitly
     thread: Optional[str] = None
     labels: dict[str, str] = field(default_factory=dict)
+    # A window of a fixed length (the endpoint's, a control window's) ends at start + length
+    # even when it is closed later: a thread that serves it late (no core, the GIL) must not
+    # lengthen it. 0: it ends at its close (a Profiler block).
+    length_ns: int = 0
     start_ns: int = 0
     native_tid: int = 0  # 0: every thread
     differ: dict[str, Any] = field(default_factory=dict)
@@ -115,8 +119,11 @@ class Window:
         metadata: dict[str, Any],
         tidy: Callable[[Profile], Profile],
     ) -> Profile:
-        """The window's Profile: the session's samples in [start, now] (of its thread)."""
+        """The window's Profile: the session's samples in [start, now] (of its thread), or
+        [start, start + length] for a fixed length closed late."""
         end_ns = _ext.monotonic_ns()
+        if self.length_ns > 0:
+            end_ns = min(end_ns, self.start_ns + self.length_ns)
         raw = _ext.window_export(self.start_ns, end_ns, self.native_tid)
         meta = dict(metadata)
         window: dict[str, Any] = {

@@ -184,7 +184,25 @@ def case_orphaned() -> dict[str, object]:
     return {"ended": ended.stats, "ended_samples": ended.sample_count, "child": child}
 
 
+def case_fixed_length_closed_late() -> dict[str, object]:
+    """A control window of 0.3 s (`spprof record --pid --duration`, a --subprocesses family's
+    endpoint window in a worker) closed 0.55 s late, as when the drain that serves it waits
+    for a core or the GIL: f inside it, g after its end."""
+    from spprof import _session
+
+    spprof.start(interval_ms=5)
+    window = _session._control_window(0.3)
+    assert window is not None
+    f_window(0.25)
+    g_outside(0.6)
+    profile = _session._close_window(window, _session._metadata(window.session))
+    spprof.stop()
+    assert profile is not None
+    return {"window": summary(profile), "duration_ns": profile.duration_ns}
+
+
 CASES = {
+    "fixed_length_closed_late": case_fixed_length_closed_late,
     "orphaned": case_orphaned,
     "before_inside_after": case_before_inside_after,
     "two_threads": case_two_threads,
