@@ -16,8 +16,10 @@ stop reason, the frames found by the leaf heuristic and by the frame-pointer fal
 (`native_leaf_steps`, `native_fp_steps`), the capture time per sample (`capture_ns`, on
 whatever machine runs it: compare runs of one machine only), and the time the drain held the
 GIL per 1,000 samples (`drain_ns`: building stacks and naming native frames, time the
-program's threads could not run Python). docs/native-unwinding.md quotes a
-run before and after the stack-reading expressions and the leaf heuristic.
+program's threads could not run Python) and the drain's CPU in it (`drain_cpu_ns`).
+docs/native-unwinding.md quotes runs before and after the stack-reading expressions, the
+leaf heuristic and the realigned-kernel search, and the drain's time before and after
+symbols came from the module's own table.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ CHILD = textwrap.dedent(
             work()
     s = p.profile.stats
     keys = ("samples_captured", "native_unwinds", "native_stop_reasons", "native_leaf_steps",
-            "native_fp_steps", "capture_ns", "drain_ns")
+            "native_fp_steps", "capture_ns", "drain_ns", "drain_cpu_ns")
     print(json.dumps({k: s.get(k) for k in keys}))
     """
 )
@@ -117,7 +119,7 @@ def row(name: str, runs: list[dict]) -> str:
     if bad:
         why = bad[0].get("missing") or bad[0].get("error")
         state = "not installed" if "missing" in bad[0] else "failed"
-        return f"| {name} | {state}: {why} |" + " |" * 6
+        return f"| {name} | {state}: {why} |" + " |" * 7
     m = merge(runs)
     walks = m.get("native_unwinds", 0)
     stops = dict(m["native_stop_reasons"])
@@ -131,9 +133,11 @@ def row(name: str, runs: list[dict]) -> str:
     # The drain's GIL time (stats drain_ns: building stacks, naming native frames) per 1,000
     # samples, in ms: what the profiled program's threads wait for the GIL because of it.
     drain = f"{m.get('drain_ns', 0) / samples / 1000:.1f}" if samples else "-"
+    # Its CPU in that time (drain_cpu_ns): less when the drain, GIL held, waited for a core.
+    drain_cpu = f"{m.get('drain_cpu_ns', 0) / samples / 1000:.1f}" if samples else "-"
     return (
         f"| {name} | {walks} | {share} | {others} | {m.get('native_leaf_steps', 0)} "
-        f"| {m.get('native_fp_steps', 0)} | {capture} | {drain} |"
+        f"| {m.get('native_fp_steps', 0)} | {capture} | {drain} | {drain_cpu} |"
     )
 
 
@@ -148,8 +152,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
     print(f"{args.python}, {args.seconds} s of CPU per round, {args.rounds} round(s), 1 ms")
     head = "| workload | walks | reached the start | other stops | leaf steps | fp steps |"
-    print(head + " capture us | drain GIL ms / 1,000 samples |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|")
+    print(head + " capture us | drain GIL ms / 1,000 samples | of which CPU |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for name in args.workloads:
         runs = [run_one(args.python, name, args.seconds) for _ in range(args.rounds)]
         print(row(name, runs), flush=True)

@@ -264,3 +264,5 @@ def test_native_libs_benchmark_prints_a_row_per_workload(capsys):
         assert c[1].startswith("not installed") or (int(c[1]) > 0 and "%" in c[2]), rows
         # The drain's GIL time per 1,000 samples: never 0 for a profile with samples.
         assert c[1].startswith("not installed") or float(c[7]) > 0, rows
+        # ... and its CPU in that time is never more than the time.
+        assert c[1].startswith("not installed") or 0 < float(c[8]) <= float(c[7]) + 0.05, rows

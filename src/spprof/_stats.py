@@ -85,6 +85,7 @@ class SessionStats(Mapping[str, Any]):
     mode: Optional[str] = None
     capture_ns: Optional[int] = None
     drain_ns: Optional[int] = None
+    drain_cpu_ns: Optional[int] = None  # the drain's CPU in drain_ns (less: it waited for a core)
     effective_interval_ms: Optional[float] = None
     max_overhead_pct: Optional[float] = None
     overhead_pct: Optional[float] = None

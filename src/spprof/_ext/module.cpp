@@ -154,6 +154,7 @@ PyObject* build_stats(const Session* s) {
              put(d, "mode", PyUnicode_FromString(s->config().wall_mode ? "wall" : "cpu")) &&
              put(d, "capture_ns", PyLong_FromUnsignedLongLong(cs.capture_ns)) &&
              put(d, "drain_ns", PyLong_FromUnsignedLongLong(s->drain_ns())) &&
+             put(d, "drain_cpu_ns", PyLong_FromUnsignedLongLong(s->drain_cpu_ns())) &&
              put(d, "effective_interval_ms",
                  PyFloat_FromDouble(static_cast<double>(s->budget().effective_interval_ns) / 1e6));
         if (ok && s->config().max_overhead_pct > 0) {

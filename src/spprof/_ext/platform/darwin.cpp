@@ -93,6 +93,12 @@ bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long ident, uint64_
     return out != nullptr && mach_sampler_thread_cpu_ns(native_tid, out);
 }
 
+uint64_t platform_own_cpu_ns() {
+    struct timespec ts;  // macOS 10.12+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint64_t platform_current_tid() {
     uint64_t tid = 0;
     (void)pthread_threadid_np(nullptr, &tid);

@@ -778,6 +778,12 @@ bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long /*ident*/, uin
     return true;
 }
 
+uint64_t platform_own_cpu_ns() {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint64_t platform_current_tid() { return static_cast<uint64_t>(syscall(SYS_gettid)); }
 
 uint64_t platform_tid_from_ident(unsigned long ident) {

@@ -264,6 +264,8 @@ const char* platform_signal_name(int signo);
 uint64_t platform_monotonic_ns();
 // CPU time of another thread by native id; returns false when it is gone.
 bool platform_thread_cpu_ns_of(uint64_t native_tid, unsigned long ident, uint64_t* out);
+// CPU time of the calling thread (0 when unreadable).
+uint64_t platform_own_cpu_ns();
 uint64_t platform_current_tid();
 
 // ---- ids, memory, stacks, names (normal context, NOT signal-safe) ----------------------------

@@ -263,14 +263,17 @@ void Session::drain_rings() {
     if (!running_) return;
     const SessionMutation changing;  // an exit dump may be reading (exit_dump.h)
     const uint64_t t0 = platform_monotonic_ns();
+    const uint64_t c0 = platform_own_cpu_ns();
     drain_all();
     drain_ns_ += platform_monotonic_ns() - t0;
+    drain_cpu_ns_ += platform_own_cpu_ns() - c0;
 }
 
 void Session::periodic() {
     if (!running_) return;
     const SessionMutation changing;  // an exit dump may be reading (exit_dump.h)
     const uint64_t t0 = platform_monotonic_ns();
+    const uint64_t c0 = platform_own_cpu_ns();
     if (platform_keep_handler()) {
         ++counters_.handler_retaken;
         log_debug("the application installed its own handler on our sampling signal: chaining to it, ours back in front");
@@ -286,6 +289,7 @@ void Session::periodic() {
     if (unwind_) unwind_->refresh();  // modules loaded since the last pass (cheap otherwise)
     if (config_.progress) show_progress();
     drain_ns_ += platform_monotonic_ns() - t0;
+    drain_cpu_ns_ += platform_own_cpu_ns() - c0;
     if (config_.max_overhead_pct > 0) apply_budget();
 }
 

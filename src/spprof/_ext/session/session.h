@@ -119,6 +119,7 @@ public:
     const UnwindTables* unwind_tables() const { return unwind_.get(); }
     const BudgetState& budget() const { return budget_.state(); }
     uint64_t drain_ns() const { return drain_ns_; }
+    uint64_t drain_cpu_ns() const { return drain_cpu_ns_; }
     // Rust v0 names this session left mangled by a demangler limit (the counter runs since load).
     uint64_t rust_names_over_limit() const;
     uint32_t eval_range_count() const { return drain_.builder().eval_ranges().count; }
@@ -156,6 +157,8 @@ private:
     uint64_t start_ns_ = 0, end_ns_ = 0;
     uint64_t rust_over_limit_at_start_ = 0;
     uint64_t drain_ns_ = 0;  // time the drain spent holding the GIL
+    // Its CPU in that time: below drain_ns_ when the drain, GIL held, waited for a core.
+    uint64_t drain_cpu_ns_ = 0;
     std::atomic<size_t> python_bytes_{0};  // read by the drain thread, set under the GIL
     bool running_ = false;
     bool must_leak_ = false;

@@ -151,25 +151,31 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
         s.library = m->path;
         s.offset = pc - m->bias;
     }
-    Dl_info info;
-    std::memset(&info, 0, sizeof info);
-    if (dladdr(reinterpret_cast<void*>(static_cast<uintptr_t>(pc)), &info) != 0) {
-        if (s.library.empty() && info.dli_fname != nullptr) {
-            s.library = info.dli_fname;
-            s.offset = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
-        }
-        if (info.dli_sname != nullptr && info.dli_saddr != nullptr) {
-            s.function = demangle_symbol(info.dli_sname);
-            s.offset = pc - reinterpret_cast<uintptr_t>(info.dli_saddr);
-            s.has_symbol = true;
-        }
-    }
-    if (!s.has_symbol && m != nullptr) {
+    // The module's own sorted table first: a binary search. dladdr scans every dynamic
+    // symbol of the object for each new pc (libtorch_cpu.so: 75,000; it was 60 % of the
+    // drain's CPU on a torch run), and knows no static function.
+    if (m != nullptr) {
         ensure_symbols(m);
         if (const ImageSymbol* e = lookup(*m, pc)) {
             s.function = demangle_symbol(m->table.strtab.c_str() + e->name);
             s.offset = pc - (m->bias + e->value);
             s.has_symbol = true;
+        }
+    }
+    // A module with no readable table (macOS, the vDSO), or a pc in none of ours.
+    if (!s.has_symbol && (m == nullptr || !m->has_symbols)) {
+        Dl_info info;
+        std::memset(&info, 0, sizeof info);
+        if (dladdr(reinterpret_cast<void*>(static_cast<uintptr_t>(pc)), &info) != 0) {
+            if (s.library.empty() && info.dli_fname != nullptr) {
+                s.library = info.dli_fname;
+                s.offset = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
+            }
+            if (info.dli_sname != nullptr && info.dli_saddr != nullptr) {
+                s.function = demangle_symbol(info.dli_sname);
+                s.offset = pc - reinterpret_cast<uintptr_t>(info.dli_saddr);
+                s.has_symbol = true;
+            }
         }
     }
     if (!s.has_symbol && m != nullptr && pc >= m->bias) {
