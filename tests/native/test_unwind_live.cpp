@@ -431,3 +431,102 @@ TEST(split_parts_scan_direct_branches) {
     CHECK_EQ(out[2].to, 0x1008u + 8u);
 #endif
 }
+
+#if defined(__x86_64__)
+// OpenBLAS's Haswell dgemm kernel in miniature (no CFI): rsp kept in rbx, the stack realigned a
+// page down, the caller's rbp saved and rbp then used for data; it spins until the handler
+// has caught it. Its caller keeps a frame pointer (CFA = rbp + 16).
+extern "C" {
+volatile int spprof_kernel_caught = 0;
+void spprof_realigned_kernel();
+void spprof_realigned_kernel_end();
+__asm__(
+    ".text\n"
+    ".globl spprof_realigned_kernel\n"
+    ".type spprof_realigned_kernel, @function\n"
+    "spprof_realigned_kernel:\n"
+    "  sub $0x60, %rsp\n"
+    "  mov %rbx, (%rsp)\n"
+    "  mov %rbp, 8(%rsp)\n"
+    "  mov %rsp, %rbx\n"
+    "  sub $0x1080, %rsp\n"
+    "  and $-4096, %rsp\n"
+    "  xor %ebp, %ebp\n"
+    "1:\n"
+    "  add $3, %rbp\n"
+    "  cmpl $0, spprof_kernel_caught(%rip)\n"
+    "  je 1b\n"
+    "  mov %rbx, %rsp\n"
+    "  mov (%rsp), %rbx\n"
+    "  mov 8(%rsp), %rbp\n"
+    "  add $0x60, %rsp\n"
+    "  ret\n"
+    ".globl spprof_realigned_kernel_end\n"
+    "spprof_realigned_kernel_end:\n"
+    ".size spprof_realigned_kernel, .-spprof_realigned_kernel\n");
+
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) int spprof_kernel_caller(int x) {
+    spprof_realigned_kernel();
+    asm volatile("" ::: "memory");
+    return x + 1;
+}
+}
+
+namespace {
+void on_signal_in_kernel(int, siginfo_t*, void* uc) {
+    RegisterContext regs;
+    if (!register_context_from_ucontext(uc, &regs)) return;
+    const uint64_t k0 = reinterpret_cast<uintptr_t>(&spprof_realigned_kernel);
+    const uint64_t k1 = reinterpret_cast<uintptr_t>(&spprof_realigned_kernel_end);
+    if (regs.pc < k0 || regs.pc >= k1 || spprof_kernel_caught) return;
+    g_depth = unwind_native(g_tables->current(), regs, g_lo, g_hi, g_pcs, kMaxPcs, &g_status);
+    spprof_kernel_caught = 1;
+}
+
+void* poke_until_caught(void* target) {
+    for (int i = 0; i < 5000 && !spprof_kernel_caught; ++i) {
+        pthread_kill(*static_cast<pthread_t*>(target), SIGUSR2);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, nullptr);
+    }
+    spprof_kernel_caught = 1;  // let the kernel return either way
+    return nullptr;
+}
+}  // namespace
+
+TEST(unwind_live_kernel_that_realigned_the_stack) {
+    // Interrupted in the kernel's loop, where rsp is 4 KiB below its frame: the walk goes
+    // through its caller (whose CFA needs the rbp the kernel saved) to this test and main.
+    UnwindTables tables;
+    CHECK(tables.refresh().ok());
+    g_tables = &tables;
+    CHECK(own_stack_bounds(&g_lo, &g_hi));
+    g_depth = 0;
+    spprof_kernel_caught = 0;
+    {
+        struct sigaction sa {}, old {};
+        sa.sa_sigaction = &on_signal_in_kernel;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR2, &sa, &old);
+        pthread_t self = pthread_self(), poker;
+        CHECK_EQ(pthread_create(&poker, nullptr, &poke_until_caught, &self), 0);
+        CHECK_EQ(spprof_kernel_caller(1), 2);
+        pthread_join(poker, nullptr);
+        sigaction(SIGUSR2, &old, nullptr);
+    }
+    Symbolizer sym;
+    const int k = find_frame(sym, 0, "spprof_realigned_kernel");
+    const int c = find_frame(sym, 0, "spprof_kernel_caller");
+    const int t = find_frame(sym, 0, "test_unwind_live_kernel_that_realigned_the_stack");
+    const int m = find_frame(sym, 0, "main");
+    CHECK_EQ(k, 0);
+    CHECK_EQ(c, 1);
+    CHECK(t > c);
+    CHECK(m > t);
+    CHECK_EQ(g_status.leaf_steps, 1);
+    CHECK(g_status.stop == UnwindStop::kBottom);
+    if (k != 0 || c != 1 || t <= c || g_status.stop != UnwindStop::kBottom) dump_frames(sym);
+    g_tables = nullptr;
+}
+#endif

@@ -55,7 +55,10 @@ void collect_one(const LoadedImage& img, Collect* c) {
     bool any_exec = false;
     for (uint32_t i = 0; i < img.segment_count; ++i) {
         const ImageSegment& seg = img.segments[i];
-        if (!seg.exec) continue;
+        if (!seg.exec) {
+            if (m.data_count < kMaxDataRanges) m.data[m.data_count++] = ByteRange{seg.lo, seg.hi};
+            continue;
+        }
         c->snap->ranges.push_back(ExecRange{seg.lo, seg.hi, index});
         any_exec = true;
     }

@@ -42,10 +42,24 @@ namespace spprof {
 // among the first) and counts the rest in modules_dropped().
 constexpr uint32_t kMaxUnwindModules = 1024;
 
+// Non-executable loaded segments kept per module (an ELF library has one or two: read-only
+// data, and the writable one with the GOT); more are dropped.
+constexpr uint32_t kMaxDataRanges = 4;
+
 struct UnwindModule {
     uintptr_t bias = 0;     // dlpi_addr: runtime address = bias + ELF virtual address
     EhFrameHdr eh;          // eh.table == nullptr: no usable .eh_frame_hdr (fp fallback only)
     ByteRange cfi_range;    // the mapped PT_LOAD segment holding .eh_frame: FDE/CIE reads stay inside
+    // Its data segments, mapped while the module is: where a PLT stub's GOT entry may be read.
+    ByteRange data[kMaxDataRanges];
+    uint32_t data_count = 0;
+
+    // True when [addr, addr + n) lies inside one of `data`. SIGNAL-SAFE.
+    bool holds_data(uintptr_t addr, size_t n) const {
+        for (uint32_t i = 0; i < data_count; ++i)
+            if (data[i].contains(addr, n)) return true;
+        return false;
+    }
 };
 
 // One executable range, [lo, hi), of module `module` (index into UnwindSnapshot::modules).

@@ -99,26 +99,128 @@ bool follows_call(const UnwindSnapshot* snapshot, uint64_t ra) {
 // Words above the stack pointer searched for the return address of a function without CFI: a
 // leaf kernel's frame (MKL's sgemm kernels: `sub $0x80, %rsp` and a few saved registers).
 constexpr uint32_t kLeafScanWords = 64;
-#endif
+// Registers that may hold the stack pointer a kernel had before it realigned the stack to a
+// page for a buffer (OpenBLAS's Haswell dgemm: `mov %rsp, %rbx; sub $0x7080, %rsp; and
+// $-4096, %rsp`): rbx, rbp, r12-r15, searched from as from the stack pointer.
+constexpr uint32_t kSavedSpCols[] = {3, 6, 12, 13, 14, 15};
 
-// The return address of the interrupted function when it has no CFI at all (hand-written
-// assembly: BLAS kernels), taken only when it follows a call. On x86_64 the first such word at
-// or above the stack pointer (`*words` of them below it: 0 for a leaf that left the stack as
-// its caller's call made it); on aarch64 the link register (`*words` = 0).
-bool leaf_return_address(const UnwindSnapshot* snapshot, const RegFile& cur, uintptr_t lo, uintptr_t hi,
-                         uint64_t* ra, uint32_t* words) {
-#if defined(__x86_64__)
-    if (!cur.has(kSpCol)) return false;
+// Largest distance from a function's start to a pc taken as inside it, for a function
+// without CFI (OpenBLAS's dgemm_kernel_HASWELL is 28 KiB).
+constexpr uint64_t kMaxKernelBytes = 256 * 1024;
+
+// Reads a word of module `m`'s data segments (a GOT entry); nothing else is read.
+SPPROF_NO_SANITIZE_ADDRESS bool read_data_word(const UnwindModule* m, uintptr_t addr, uint64_t* out) {
+    if (m == nullptr || !m->holds_data(addr, sizeof *out)) return false;
+    std::memcpy(out, reinterpret_cast<const void*>(addr), sizeof *out);
+    return true;
+}
+
+// What the direct call (`call rel32`) ending at `ra` calls: its target, or for a PLT stub
+// (`jmp *GOT(%rip)`, after endbr64 and bnd when present) the address in its GOT entry, read
+// only inside the stub's module's data segments. 0: not a direct call, or unknown.
+uint64_t direct_call_target(const UnwindSnapshot* snapshot, uint64_t ra) {
+    uint8_t b[5];
+    if (!read_code(snapshot, ra - 5, sizeof b, b) || b[0] != 0xE8) return 0;
+    int32_t rel = 0;
+    std::memcpy(&rel, b + 1, 4);
+    const uint64_t target = ra + static_cast<uint64_t>(int64_t{rel});
+    uint8_t p[11];
+    if (!read_code(snapshot, target, sizeof p, p)) return target;
+    uint32_t at = 0;
+    if (p[0] == 0xF3 && p[1] == 0x0F && p[2] == 0x1E && p[3] == 0xFA) at = 4;  // endbr64
+    if (p[at] == 0xF2) ++at;                                                   // bnd
+    if (p[at] != 0xFF || p[at + 1] != 0x25) return target;
+    int32_t disp = 0;
+    std::memcpy(&disp, p + at + 2, 4);
+    const uintptr_t got = static_cast<uintptr_t>(target + at + 6 + static_cast<uint64_t>(int64_t{disp}));
+    uint64_t dest = 0;
+    return read_data_word(snapshot->find(static_cast<uintptr_t>(target)), got, &dest) ? dest : 0;
+}
+
+// False when `ra` cannot be the return address of the interrupted function at `pc` (which
+// has no FDE): the call before it calls, directly, a function that has CFI (so not this one)
+// or that starts after pc or too far before it. A word the function's frame never wrote may
+// hold the return address of a call long returned (the clock read before the kernel call, at
+// the same depth): this check rejects most of those. An indirect call (OpenBLAS's and MKL's
+// kernel tables) cannot be checked and is taken.
+bool may_call_into(const UnwindSnapshot* snapshot, uint64_t ra, uint64_t pc) {
+    const uint64_t target = direct_call_target(snapshot, ra);
+    if (target == 0) return true;
+    if (target > pc || pc - target >= kMaxKernelBytes) return false;
+    const UnwindModule* m = snapshot->find(static_cast<uintptr_t>(target));
+    if (m == nullptr || m->eh.table == nullptr) return true;
+    Fde fde;
+    return find_fde(m->eh, m->cfi_range, target, &fde) != CfiResult::kOk;
+}
+
+// The first word of `kLeafScanWords` from `from` that follows a call that may call into the
+// interrupted function at `pc`: its address in *slot.
+bool scan_for_return(const UnwindSnapshot* snapshot, uint64_t pc, uint64_t from, uintptr_t lo, uintptr_t hi,
+                     uint64_t* ra, uintptr_t* slot) {
     for (uint32_t i = 0; i < kLeafScanWords; ++i) {
+        const uintptr_t at = static_cast<uintptr_t>(from + 8 * i);
         uint64_t v = 0;
-        if (!read_stack_word(static_cast<uintptr_t>(cur.r[kSpCol] + 8 * i), lo, hi, &v)) return false;
-        if (v != 0 && follows_call(snapshot, v)) {
+        if (!read_stack_word(at, lo, hi, &v)) return false;
+        if (v != 0 && follows_call(snapshot, v) && may_call_into(snapshot, v, pc)) {
             *ra = v;
-            *words = i;
+            *slot = at;
             return true;
         }
     }
     return false;
+}
+
+// The caller's frame pointer, when the scanned frame [from, slot) saved it before using rbp
+// for itself (OpenBLAS's kernels save rbx, rbp, r12-r15 there): of the words pointing above
+// the return address's slot at a frame record {saved rbp, return address after a call}, the
+// lowest, since the caller's own record is the nearest one above its call (a saved rbx may
+// point into a frame further up). 0: none found, the caller's rbp is unknown.
+uint64_t saved_frame_pointer(const UnwindSnapshot* snapshot, uintptr_t from, uintptr_t slot, uintptr_t lo,
+                             uintptr_t hi) {
+    uint64_t best = 0;
+    for (uintptr_t at = from; at < slot; at += 8) {
+        uint64_t v = 0;
+        uint64_t ret = 0;
+        if (!read_stack_word(at, lo, hi, &v)) return 0;
+        if (v > slot && (best == 0 || v < best) && (v & 7) == 0 &&
+            read_stack_word(static_cast<uintptr_t>(v + 8), lo, hi, &ret) && ret != 0 && follows_call(snapshot, ret))
+            best = v;
+    }
+    return best;
+}
+#endif
+
+// The return address of the interrupted function when it has no CFI at all (hand-written
+// assembly: BLAS kernels), taken only when it follows a call. On x86_64 the first such word at
+// or above the stack pointer, else above a stack pointer saved in a callee-saved register
+// (`*slot`: the word's address; `*caller_fp`: the caller's rbp if the frame saved it, else 0);
+// on aarch64 the link register (`*slot` = 0). A frame the function never wrote may hold a
+// return address left by a call long returned: the walk then goes wrong from here, which is
+// why this is counted (native_leaf_steps) and only taken where CFI has nothing to say.
+bool leaf_return_address(const UnwindSnapshot* snapshot, const RegFile& cur, uintptr_t lo, uintptr_t hi,
+                         uint64_t* ra, uintptr_t* slot, uint64_t* caller_fp) {
+    *caller_fp = 0;
+#if defined(__x86_64__)
+    if (!cur.has(kSpCol) || !cur.has(kPcCol)) return false;
+    const uint64_t sp = cur.r[kSpCol];
+    const uint64_t pc = cur.r[kPcCol];
+    // A page-aligned rsp in code without CFI is a kernel that realigned the stack for a
+    // buffer: the words right above it are that buffer, maybe never written, holding return
+    // addresses of calls long returned. Its saved stack pointer is searched from first then.
+    const bool realigned = (sp & 0xfff) == 0;
+    uint64_t from = sp;
+    bool found = !realigned && scan_for_return(snapshot, pc, sp, lo, hi, ra, slot);
+    for (uint32_t i = 0; !found && i < sizeof kSavedSpCols / sizeof kSavedSpCols[0]; ++i) {
+        from = cur.has(kSavedSpCols[i]) ? cur.r[kSavedSpCols[i]] : 0;
+        found = from > sp && from < hi && (from & 7) == 0 && scan_for_return(snapshot, pc, from, lo, hi, ra, slot);
+    }
+    if (!found && realigned) {
+        from = sp;
+        found = scan_for_return(snapshot, pc, sp, lo, hi, ra, slot);
+    }
+    if (found && *slot != sp)
+        *caller_fp = saved_frame_pointer(snapshot, static_cast<uintptr_t>(from), *slot, lo, hi);
+    return found;
 #else
     (void)lo;
     (void)hi;
@@ -126,7 +228,7 @@ bool leaf_return_address(const UnwindSnapshot* snapshot, const RegFile& cur, uin
     const uint64_t v = cur.r[kLrCol];
     if (v == 0 || !follows_call(snapshot, v)) return false;
     *ra = v;
-    *words = 0;
+    *slot = 0;
     return true;
 #endif
 }
@@ -307,21 +409,23 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
             st.stop = stop_for(found);
             return st.depth;
         }
-        uint32_t words = 0;
+        uintptr_t slot = 0;
+        uint64_t caller_fp = 0;
         if (!stepped && first && found == CfiResult::kNotFound &&
-            leaf_return_address(snapshot, cur, stack_lo, stack_hi, &ra, &words)) {
+            leaf_return_address(snapshot, cur, stack_lo, stack_hi, &ra, &slot, &caller_fp)) {
             // The interrupted function has no CFI: its return address is the first word at
-            // or above the stack pointer that follows a call (x86_64), or the link register
-            // (aarch64). Counted: a heuristic.
+            // or above the stack pointer (or a saved one) that follows a call (x86_64), or
+            // the link register (aarch64). Counted: a heuristic.
             next = cur;
 #if defined(__x86_64__)
             next.clear(kDrapCol);
-            next.set(kSpCol, sp + 8 * (words + 1));
+            next.set(kSpCol, slot + 8);
             // A frame below the return address may hold callee-saved registers the function
             // then changed: their values are no longer known.
-            if (words > 0) {
+            if (slot != sp) {
                 next.clear(kFpCol);
                 for (uint32_t i = 0; i < sizeof kCalleeCols / sizeof kCalleeCols[0]; ++i) next.clear(kCalleeCols[i]);
+                if (caller_fp != 0) next.set(kFpCol, caller_fp);  // saved in the frame: a caller's CFA may be rbp
             }
 #else
             ra_from_stack = false;
