@@ -15,6 +15,7 @@ import sys
 import sysconfig
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -319,39 +320,10 @@ def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
     assert min(weights.values()) >= 3, weights
 
 
-REALIGNED_SOURCE = r"""
-/* OpenBLAS's Haswell dgemm kernel in miniature: hand-written, no CFI; it saves the
-   callee-saved registers, keeps the stack pointer in rbx and realigns rsp a page down for a
-   buffer, then uses rbp for data. Its caller keeps a frame pointer (CFA = rbp + 16). Nothing
-   but kernel calls runs at the kernel's depth (no clock reads), as in OpenBLAS's drivers,
-   whose copy routines and kernels make no calls: the kernel's frame holds no return address
-   left by a call long returned. */
-__asm__(
-    ".text\n"
-    ".globl realigned_kernel\n"
-    ".type realigned_kernel, @function\n"
-    "realigned_kernel:\n"
-    "  sub $0x60, %rsp\n"
-    "  mov %rbx, (%rsp)\n"
-    "  mov %rbp, 8(%rsp)\n"
-    "  mov %r12, 0x10(%rsp)\n"
-    "  mov %r13, 0x18(%rsp)\n"
-    "  mov %r14, 0x20(%rsp)\n"
-    "  mov %r15, 0x28(%rsp)\n"
-    "  mov %rsp, %rbx\n"
-    "  sub $0x1080, %rsp\n"
-    "  and $-4096, %rsp\n"
-    "  xor %ebp, %ebp\n"
-    "1:\n"
-    "  add $3, %rbp\n"
-    "  dec %rdi\n"
-    "  jnz 1b\n"
-    "  mov %rbx, %rsp\n"
-    "  mov (%rsp), %rbx\n"
-    "  mov 8(%rsp), %rbp\n"
-    "  add $0x60, %rsp\n"
-    "  ret\n"
-    ".size realigned_kernel, .-realigned_kernel\n");
+# The kernel itself: tests/native/realigned_kernel.inc (the live C++ test's too). Its caller
+# keeps a frame pointer (CFA = rbp + 16). Nothing but kernel calls runs at the kernel's depth
+# (no clock reads), as in OpenBLAS's drivers, whose copy routines and kernels make no calls.
+REALIGNED_CALLERS = r"""
 void realigned_kernel(long n);
 volatile long calls;
 __attribute__((noinline)) void kernel_caller(long n) {
@@ -378,7 +350,8 @@ def test_a_kernel_that_realigned_the_stack_is_walked_through_to_python(tmp_path)
     if cc is None:
         pytest.skip("needs a C compiler")
     src = tmp_path / "realigned.c"
-    src.write_text(REALIGNED_SOURCE)
+    kernel = Path(__file__).resolve().parent / "native" / "realigned_kernel.inc"
+    src.write_text(kernel.read_text() + REALIGNED_CALLERS)
     lib = tmp_path / "librealigned.so"
     subprocess.run(
         [cc, "-shared", "-fPIC", "-O2", "-fno-omit-frame-pointer", str(src), "-o", str(lib)],

@@ -433,40 +433,16 @@ TEST(split_parts_scan_direct_branches) {
 }
 
 #if defined(__x86_64__)
-// OpenBLAS's Haswell dgemm kernel in miniature (no CFI): rsp kept in rbx, the stack realigned a
-// page down, the caller's rbp saved and rbp then used for data; it spins until the handler
-// has caught it. Its caller keeps a frame pointer (CFA = rbp + 16).
+// The kernel (no CFI, the stack realigned a page down, rbp used for data), called from a
+// function that keeps a frame pointer (CFA = rbp + 16) until the handler has caught it.
+#include "realigned_kernel.inc"
 extern "C" {
 volatile int spprof_kernel_caught = 0;
-void spprof_realigned_kernel();
-void spprof_realigned_kernel_end();
-__asm__(
-    ".text\n"
-    ".globl spprof_realigned_kernel\n"
-    ".type spprof_realigned_kernel, @function\n"
-    "spprof_realigned_kernel:\n"
-    "  sub $0x60, %rsp\n"
-    "  mov %rbx, (%rsp)\n"
-    "  mov %rbp, 8(%rsp)\n"
-    "  mov %rsp, %rbx\n"
-    "  sub $0x1080, %rsp\n"
-    "  and $-4096, %rsp\n"
-    "  xor %ebp, %ebp\n"
-    "1:\n"
-    "  add $3, %rbp\n"
-    "  cmpl $0, spprof_kernel_caught(%rip)\n"
-    "  je 1b\n"
-    "  mov %rbx, %rsp\n"
-    "  mov (%rsp), %rbx\n"
-    "  mov 8(%rsp), %rbp\n"
-    "  add $0x60, %rsp\n"
-    "  ret\n"
-    ".globl spprof_realigned_kernel_end\n"
-    "spprof_realigned_kernel_end:\n"
-    ".size spprof_realigned_kernel, .-spprof_realigned_kernel\n");
+void realigned_kernel(long n);
+void realigned_kernel_end();
 
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) int spprof_kernel_caller(int x) {
-    spprof_realigned_kernel();
+    realigned_kernel(100000);
     asm volatile("" ::: "memory");
     return x + 1;
 }
@@ -476,8 +452,8 @@ namespace {
 void on_signal_in_kernel(int, siginfo_t*, void* uc) {
     RegisterContext regs;
     if (!register_context_from_ucontext(uc, &regs)) return;
-    const uint64_t k0 = reinterpret_cast<uintptr_t>(&spprof_realigned_kernel);
-    const uint64_t k1 = reinterpret_cast<uintptr_t>(&spprof_realigned_kernel_end);
+    const uint64_t k0 = reinterpret_cast<uintptr_t>(&realigned_kernel);
+    const uint64_t k1 = reinterpret_cast<uintptr_t>(&realigned_kernel_end);
     if (regs.pc < k0 || regs.pc >= k1 || spprof_kernel_caught) return;
     g_depth = unwind_native(g_tables->current(), regs, g_lo, g_hi, g_pcs, kMaxPcs, &g_status);
     spprof_kernel_caught = 1;
@@ -511,12 +487,12 @@ TEST(unwind_live_kernel_that_realigned_the_stack) {
         sigaction(SIGUSR2, &sa, &old);
         pthread_t self = pthread_self(), poker;
         CHECK_EQ(pthread_create(&poker, nullptr, &poke_until_caught, &self), 0);
-        CHECK_EQ(spprof_kernel_caller(1), 2);
+        while (!spprof_kernel_caught) CHECK_EQ(spprof_kernel_caller(1), 2);
         pthread_join(poker, nullptr);
         sigaction(SIGUSR2, &old, nullptr);
     }
     Symbolizer sym;
-    const int k = find_frame(sym, 0, "spprof_realigned_kernel");
+    const int k = find_frame(sym, 0, "realigned_kernel");
     const int c = find_frame(sym, 0, "spprof_kernel_caller");
     const int t = find_frame(sym, 0, "test_unwind_live_kernel_that_realigned_the_stack");
     const int m = find_frame(sym, 0, "main");
