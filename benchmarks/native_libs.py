@@ -11,6 +11,12 @@ set-up is the benchmark's, never a test's: a venv with the pinned wheels and spp
     python3.11 -m venv /tmp/nl && /tmp/nl/bin/pip install numpy==2.2.6 pandas==2.3.3 \\
         scikit-learn==1.7.2 torch==2.13.0 && /tmp/nl/bin/pip install .
 
+With `--py-spy PATH`, each workload also runs with `py-spy record --native -r 1000` attached
+once it has warmed up, and a second table sets the two side by side on the samples of threads
+that run Python: how many, the share whose innermost frame is native (a Python leaf in these
+workloads means the native walk found nothing), the native functions named, and the wall
+time the asked CPU seconds took (py-spy stops the process for each sample).
+
 Per workload: the native walks, how many reached the thread's start (`bottom`), every other
 stop reason, the frames found by the leaf heuristic and by the frame-pointer fallback
 (`native_leaf_steps`, `native_fp_steps`), the capture time per sample (`capture_ns`, on
@@ -26,8 +32,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from typing import Optional
 
@@ -79,16 +87,30 @@ CHILD = textwrap.dedent(
     except ImportError as exc:
         print(json.dumps({"missing": str(exc)}))
         raise SystemExit(0)
-    import spprof
     work()
-    t0 = time.process_time()
+    if len(sys.argv) > 3:  # for py-spy: the same work, no spprof, once py-spy is attached
+        print("ready", flush=True)
+        time.sleep(1.0)  # py-spy attaches; an idle thread is not sampled
+        t0, w0 = time.process_time(), time.perf_counter()
+        while time.process_time() - t0 < seconds:
+            work()
+        print(json.dumps({"wall_s": time.perf_counter() - w0}))
+        raise SystemExit(0)
+    t0, w0 = time.process_time(), time.perf_counter()
+    import spprof
     with spprof.Profiler(interval_ms=1, native=True) as p:
         while time.process_time() - t0 < seconds:
             work()
+    wall_s = time.perf_counter() - w0
     s = p.profile.stats
     keys = ("samples_captured", "native_unwinds", "native_stop_reasons", "native_leaf_steps",
             "native_fp_steps", "capture_ns", "drain_ns", "drain_cpu_ns")
-    print(json.dumps({k: s.get(k) for k in keys}))
+    out = {k: s.get(k) for k in keys}
+    out["wall_s"] = wall_s
+    # What py-spy can be compared on: the samples of threads that run Python.
+    stacks = [[(f.function_name, f.is_native) for f in x.frames] for x in p.get_samples()]
+    out["stacks"] = [st for st in stacks if any(not native for _, native in st)]
+    print(json.dumps(out))
     """
 )
 
@@ -100,6 +122,71 @@ def run_one(python: str, name: str, seconds: float) -> dict:
     if r.returncode != 0:
         return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def run_pyspy(pyspy: str, python: str, name: str, seconds: float, out: str) -> dict:
+    """The same work with `py-spy record --native` at 1 kHz attached once the child has
+    imported and warmed up (as spprof's window starts then), its raw (collapsed) stacks read
+    back: each line `frame;frame;... count`, a frame `name (file:line)` or `name (library)`."""
+    child = subprocess.Popen(
+        [python, "-c", CHILD, name, str(seconds), "plain"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert child.stdout is not None
+    first = child.stdout.readline().strip()
+    if first != "ready":
+        child.wait(timeout=600)
+        return json.loads(first) if first.startswith("{") else {"error": f"child: {first!r}"}
+    argv = [pyspy, "record", "--native", "-r", "1000", "-f", "raw", "-o", out]
+    r = subprocess.run(
+        [*argv, "--pid", str(child.pid)], capture_output=True, text=True, timeout=600
+    )
+    last = child.stdout.read().strip().splitlines()
+    child.wait(timeout=600)
+    if r.returncode != 0 or not os.path.exists(out):
+        return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}
+    with open(out) as f:
+        stacks = read_raw(f.read())
+    return {"stacks": stacks, "wall_s": json.loads(last[-1])["wall_s"] if last else 0.0}
+
+
+def read_raw(text: str) -> list[list[tuple[str, bool]]]:
+    """py-spy's raw output as one stack per sample, root first, each frame (name, native)."""
+    stacks = []
+    for line in text.splitlines():
+        path, _, count = line.rpartition(" ")
+        frames = []
+        for frame in path.split(";"):
+            fn, _, where = frame.partition(" (")
+            # A Python frame names its file and line; a native one its library.
+            frames.append((fn, not where.rstrip(")").rpartition(":")[2].isdigit()))
+        stacks.extend([frames] * int(count))
+    return stacks
+
+
+def compare(stacks: list) -> tuple[int, float, int]:
+    """Samples of Python threads, the share whose innermost frame is native (the program is
+    in C/C++ in these workloads: a Python leaf means the native walk found nothing), and the
+    distinct native functions named."""
+    n = len(stacks)
+    native_leaf = sum(1 for st in stacks if st and st[-1][1])
+    names = {fn for st in stacks for fn, native in st if native}
+    return n, (100.0 * native_leaf / n if n else 0.0), len(names)
+
+
+def side_by_side(name: str, ours: list[dict], theirs: list[dict]) -> str:
+    bad = [r for r in ours + theirs if "missing" in r or "error" in r]
+    if bad:
+        return f"| {name} | {bad[0].get('missing') or bad[0].get('error')} |" + " |" * 3
+    a = compare([st for r in ours for st in r["stacks"]])
+    b = compare([st for r in theirs for st in r["stacks"]])
+    wa, wb = sum(r["wall_s"] for r in ours), sum(r["wall_s"] for r in theirs)
+    return (
+        f"| {name} | {a[0]} / {b[0]} | {a[1]:.1f} % / {b[1]:.1f} % | {a[2]} / {b[2]} "
+        f"| {wa:.2f} / {wb:.2f} |"
+    )
 
 
 def merge(runs: list[dict]) -> dict:
@@ -149,14 +236,37 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    ap.add_argument(
+        "--py-spy",
+        metavar="PATH",
+        help="also run each workload under `PATH record --native -r 1000` and print a table "
+        "of the two side by side",
+    )
     args = ap.parse_args(argv)
     print(f"{args.python}, {args.seconds} s of CPU per round, {args.rounds} round(s), 1 ms")
     head = "| workload | walks | reached the start | other stops | leaf steps | fp steps |"
     print(head + " capture us | drain GIL ms / 1,000 samples | of which CPU |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    ours: dict[str, list[dict]] = {}
     for name in args.workloads:
-        runs = [run_one(args.python, name, args.seconds) for _ in range(args.rounds)]
+        runs = ours[name] = [run_one(args.python, name, args.seconds) for _ in range(args.rounds)]
         print(row(name, runs), flush=True)
+    if args.py_spy:
+        print()
+        print("spprof / py-spy --native, 1 kHz, samples of the threads that run Python:")
+        print(
+            "| workload | samples | native leaf | native functions named "
+            "| wall s for the CPU seconds asked |"
+        )
+        print("|---|---:|---:|---:|---:|")
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in args.workloads:
+                out = os.path.join(tmp, f"{name}.txt")
+                theirs = [
+                    run_pyspy(args.py_spy, args.python, name, args.seconds, out)
+                    for _ in range(args.rounds)
+                ]
+                print(side_by_side(name, ours[name], theirs), flush=True)
     return 0
 
 

@@ -266,3 +266,19 @@ def test_native_libs_benchmark_prints_a_row_per_workload(capsys):
         assert c[1].startswith("not installed") or float(c[7]) > 0, rows
         # ... and its CPU in that time is never more than the time.
         assert c[1].startswith("not installed") or 0 < float(c[8]) <= float(c[7]) + 0.05, rows
+
+
+def test_native_libs_reads_py_spy_raw_stacks_as_a_user_would_count_them():
+    """The py-spy side of native_libs' table: a raw line is one stack per count, root first;
+    a frame with `file:line` is Python, one with a library is native."""
+    from benchmarks import native_libs
+
+    text = (
+        "<module> (w.py:4);svd (numpy/linalg/_linalg.py:1822);dgemm_kernel (libopenblas.so) 3\n"
+        "<module> (w.py:4);work (w.py:9) 1\n"
+    )
+    stacks = native_libs.read_raw(text)
+    assert len(stacks) == 4
+    assert stacks[0] == [("<module>", False), ("svd", False), ("dgemm_kernel", True)]
+    # 3 of 4 samples end in native code; one native function named.
+    assert native_libs.compare(stacks) == (4, 75.0, 1)
