@@ -641,11 +641,25 @@ TEST(unwind_native_leaf_that_realigned_the_stack_by_its_saved_stack_pointer) {
     put_call(0x11, 0xd0);
     CHECK_EQ(unwind_native(&fm.snap, regs, lo, hi, pcs, 16, &st), 3u);
     CHECK_EQ(pcs[1], t + 0x91);
-    // One calling the FDE-less code below the pc cannot be told apart: taken (the old rule).
+    // One calling the FDE-less code below the pc cannot be refuted by its call; but f1's
+    // frame, were it the caller (CFA = rsp + 16 from +1: [&s[208], &s[209])), holds no other
+    // return address: taken (the heuristic's known limit).
     put_call(0x11, 0xc0);
     CHECK(unwind_native(&fm.snap, regs, lo, hi, pcs, 16, &st) >= 2u);
     CHECK_EQ(pcs[1], t + 0x11);
     big.s[207] = 0;
+    // An indirect call (`call *%rax`) cannot be refuted either (3.13's libffi left one in the
+    // frame of a ctypes test's kernel). Taken as the return address, it would make f3 the
+    // caller, whose frame [&s[206], &s[241]) (CFA = rbp + 16, the saved rbp) holds the real
+    // return address: that one is taken instead.
+    g_mod[0x800 + 0x95 - 2] = 0xFF;
+    g_mod[0x800 + 0x95 - 1] = 0xD0;
+    big.s[205] = t + 0x95;
+    CHECK_EQ(unwind_native(&fm.snap, regs, lo, hi, pcs, 16, &st), 3u);
+    CHECK_EQ(pcs[1], t + 0x91);
+    CHECK_EQ(pcs[2], t + 0x51);
+    CHECK(st.stop == UnwindStop::kBottom);
+    big.s[205] = 0;
     // No register holds a stack pointer above rsp: the kernel's caller is not found (the old
     // scan from rsp alone), and the frame pointer is garbage.
     regs.callee_saved[0] = 0x4321;

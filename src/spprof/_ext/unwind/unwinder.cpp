@@ -153,12 +153,13 @@ bool may_call_into(const UnwindSnapshot* snapshot, uint64_t ra, uint64_t pc) {
     return find_fde(m->eh, m->cfi_range, target, &fde) != CfiResult::kOk;
 }
 
-// The first word of `kLeafScanWords` from `from` that follows a call that may call into the
-// interrupted function at `pc`: its address in *slot.
+// The first word of `kLeafScanWords` from `from` (and below `end`) that follows a call that
+// may call into the interrupted function at `pc`: its address in *slot.
 bool scan_for_return(const UnwindSnapshot* snapshot, uint64_t pc, uint64_t from, uintptr_t lo, uintptr_t hi,
-                     uint64_t* ra, uintptr_t* slot) {
+                     uint64_t* ra, uintptr_t* slot, uint64_t end = UINT64_MAX) {
     for (uint32_t i = 0; i < kLeafScanWords; ++i) {
         const uintptr_t at = static_cast<uintptr_t>(from + 8 * i);
+        if (at >= end) return false;
         uint64_t v = 0;
         if (!read_stack_word(at, lo, hi, &v)) return false;
         if (v != 0 && follows_call(snapshot, v) && may_call_into(snapshot, v, pc)) {
@@ -187,6 +188,48 @@ uint64_t saved_frame_pointer(const UnwindSnapshot* snapshot, uintptr_t from, uin
             best = v;
     }
     return best;
+}
+
+// The CFA of the function `ra` returns into, were `slot` its return address's word: by its CFI
+// at the call, from the stack pointer (slot + 8) or from `fp` (its frame pointer, when the
+// frame saved one). False: no FDE, or a rule this check does not follow.
+bool caller_cfa(const UnwindSnapshot* snapshot, uint64_t ra, uintptr_t slot, uint64_t fp, uint64_t* cfa) {
+    const UnwindModule* m = snapshot->find(static_cast<uintptr_t>(ra - 1));
+    if (m == nullptr || m->eh.table == nullptr) return false;
+    Fde fde;
+    CfiRow row;
+    if (find_fde(m->eh, m->cfi_range, ra - 1, &fde) != CfiResult::kOk || run_cfi(fde, ra - 1, &row) != CfiResult::kOk ||
+        row.cfa.expr != nullptr)
+        return false;
+    if (row.cfa.reg == kSpCol) {
+        *cfa = uint64_t{slot} + 8 + static_cast<uint64_t>(row.cfa.offset);
+    } else if (row.cfa.reg == kFpCol && fp != 0) {
+        *cfa = fp + static_cast<uint64_t>(row.cfa.offset);
+    } else {
+        return false;
+    }
+    return *cfa > uint64_t{slot} + 8;
+}
+
+// A word found may be one a call long returned left in the interrupted function's frame, below
+// its real return address (the frame's words it never wrote). The frame its caller would then
+// have, [slot + 8, CFA - 8) by the caller's CFI, holds that real return address: a word that
+// follows a call into pc, which a real frame's locals seldom do. Such a word is taken instead,
+// and the check made again from it (up to kLeafReconsiderations times).
+constexpr uint32_t kLeafReconsiderations = 4;
+
+void reconsider_stale(const UnwindSnapshot* snapshot, uint64_t pc, uintptr_t from, uintptr_t lo, uintptr_t hi,
+                      uint64_t* ra, uintptr_t* slot, uint64_t* caller_fp) {
+    for (uint32_t i = 0; i < kLeafReconsiderations; ++i) {
+        uint64_t cfa = 0, ra2 = 0;
+        uintptr_t slot2 = 0;
+        if (!caller_cfa(snapshot, *ra, *slot, *caller_fp, &cfa) ||
+            !scan_for_return(snapshot, pc, uint64_t{*slot} + 8, lo, hi, &ra2, &slot2, cfa - 8))
+            return;
+        *ra = ra2;
+        *slot = slot2;
+        *caller_fp = saved_frame_pointer(snapshot, from, *slot, lo, hi);
+    }
 }
 #endif
 
@@ -218,8 +261,10 @@ bool leaf_return_address(const UnwindSnapshot* snapshot, const RegFile& cur, uin
         from = sp;
         found = scan_for_return(snapshot, pc, sp, lo, hi, ra, slot);
     }
-    if (found && *slot != sp)
+    if (found && *slot != sp) {
         *caller_fp = saved_frame_pointer(snapshot, static_cast<uintptr_t>(from), *slot, lo, hi);
+        reconsider_stale(snapshot, pc, static_cast<uintptr_t>(from), lo, hi, ra, slot, caller_fp);
+    }
     return found;
 #else
     (void)lo;
