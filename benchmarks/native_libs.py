@@ -14,7 +14,7 @@ set-up is the benchmark's, never a test's: a venv with the pinned wheels and spp
 With `--py-spy PATH`, each workload also runs with `py-spy record --native -r 1000` attached
 once it has warmed up, and a second table sets the two side by side on the samples of threads
 that run Python: how many, the share whose innermost frame is native (a Python leaf in these
-workloads means the native walk found nothing), the native functions named, and the wall
+workloads means the native walk found nothing), the native frame labels, and the wall
 time the asked CPU seconds took (py-spy stops the process for each sample).
 
 Per workload: the native walks, how many reached the thread's start (`bottom`), every other
@@ -96,8 +96,8 @@ CHILD = textwrap.dedent(
             work()
         print(json.dumps({"wall_s": time.perf_counter() - w0}))
         raise SystemExit(0)
+    import spprof  # before the clocks start: its import is no part of the work
     t0, w0 = time.process_time(), time.perf_counter()
-    import spprof
     with spprof.Profiler(interval_ms=1, native=True) as p:
         while time.process_time() - t0 < seconds:
             work()
@@ -169,7 +169,8 @@ def read_raw(text: str) -> list[list[tuple[str, bool]]]:
 def compare(stacks: list) -> tuple[int, float, int]:
     """Samples of Python threads, the share whose innermost frame is native (the program is
     in C/C++ in these workloads: a Python leaf means the native walk found nothing), and the
-    distinct native functions named."""
+    distinct native frame labels (functions for spprof; py-spy labels a frame it cannot
+    symbolize by its address)."""
     n = len(stacks)
     native_leaf = sum(1 for st in stacks if st and st[-1][1])
     names = {fn for st in stacks for fn, native in st if native}
@@ -255,7 +256,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print()
         print("spprof / py-spy --native, 1 kHz, samples of the threads that run Python:")
         print(
-            "| workload | samples | native leaf | native functions named "
+            "| workload | samples | native leaf | native frame labels "
             "| wall s for the CPU seconds asked |"
         )
         print("|---|---:|---:|---:|---:|")
