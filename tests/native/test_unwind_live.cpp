@@ -59,9 +59,9 @@ void on_signal(int, siginfo_t*, void* uc) {
 
 struct ScopedHandler {
     struct sigaction old {};
-    ScopedHandler() {
+    explicit ScopedHandler(void (*handler)(int, siginfo_t*, void*) = &on_signal) {
         struct sigaction sa {};
-        sa.sa_sigaction = &on_signal;
+        sa.sa_sigaction = handler;
         sa.sa_flags = SA_SIGINFO;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGUSR2, &sa, &old);
@@ -480,16 +480,11 @@ TEST(unwind_live_kernel_that_realigned_the_stack) {
     g_depth = 0;
     spprof_kernel_caught = 0;
     {
-        struct sigaction sa {}, old {};
-        sa.sa_sigaction = &on_signal_in_kernel;
-        sa.sa_flags = SA_SIGINFO;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGUSR2, &sa, &old);
+        ScopedHandler h(&on_signal_in_kernel);
         pthread_t self = pthread_self(), poker;
         CHECK_EQ(pthread_create(&poker, nullptr, &poke_until_caught, &self), 0);
         while (!spprof_kernel_caught) CHECK_EQ(spprof_kernel_caller(1), 2);
         pthread_join(poker, nullptr);
-        sigaction(SIGUSR2, &old, nullptr);
     }
     Symbolizer sym;
     const int k = find_frame(sym, 0, "realigned_kernel");
