@@ -306,6 +306,52 @@ TEST(unwind_symbolizer_names) {
           reinterpret_cast<uintptr_t>(&spprof_chain_a) == reinterpret_cast<uintptr_t>(&spprof_chain_b));
 }
 
+// The drain's way (session/symbol_reads.h): ask which file a pc's name needs, read it apart
+// from the Symbolizer (another thread, no GIL), install it; symbolize then reads nothing.
+TEST(unwind_symbolizer_tables_read_elsewhere) {
+    Symbolizer sym;
+    const uint64_t fn = reinterpret_cast<uintptr_t>(spprof_cpp_test::g_demangle_me);
+    ModuleTables want;
+    CHECK(sym.needs_file_read(fn + 1, &want));
+    CHECK(want.want_symbols && !want.want_starts);
+    CHECK(!want.path.empty());
+    ModuleTables got = want;
+    read_module_tables(&got);  // what the drain thread does without the GIL
+    CHECK(got.has_symbols && !got.symbols.syms.empty());
+    sym.install(std::move(got));
+    CHECK(!sym.needs_file_read(fn + 1, &want));  // the name is a binary search away now
+    NativeSymbol s;
+    CHECK(sym.symbolize(fn + 1, &s));
+    CHECK(s.function == "spprof_cpp_test::demangle_me(int, double)");
+    CHECK_EQ(sym.inline_reads(), uint64_t{0});
+    // Without the drain's help, symbolize reads the file itself, and says so.
+    Symbolizer alone;
+    CHECK(alone.symbolize(fn + 1, &s));
+    CHECK_EQ(alone.inline_reads(), uint64_t{1});
+    CHECK(!alone.needs_file_read(fn + 1, &want));  // resolved and cached
+    CHECK(!alone.needs_file_read(0x10, &want));     // in no module: nothing to read
+    // A file that cannot be read installs as no table: its symbols are not asked for again;
+    // the pc's function is then found by the unwind table's starts, the second file read.
+    Symbolizer broken;
+    CHECK(broken.needs_file_read(fn + 1, &want));
+    ModuleTables none = want;
+    none.path = "/nonexistent/spprof-test";
+    read_module_tables(&none);
+    CHECK(!none.has_symbols);
+    none.path = want.path;
+    broken.install(std::move(none));
+    CHECK(broken.needs_file_read(fn + 1, &want));
+    CHECK(!want.want_symbols && want.want_starts);
+    ModuleTables starts = want;
+    read_module_tables(&starts);
+    CHECK(starts.has_starts && !starts.starts.empty());
+    broken.install(std::move(starts));
+    CHECK(!broken.needs_file_read(fn + 1, &want));
+    broken.symbolize(fn + 1, &s);  // dladdr may name it (an export); else its function's start
+    CHECK(s.has_symbol || s.has_start);
+    CHECK_EQ(broken.inline_reads(), uint64_t{0});
+}
+
 // The eval loop of a real libpython: 3.11 and 3.12 release builds have a .cold part.
 TEST(unwind_eval_ranges_libpython) {
     std::string path;

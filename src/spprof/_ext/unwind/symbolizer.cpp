@@ -52,12 +52,25 @@ struct Symbolizer::Module {
     }
 };
 
+void read_module_tables(ModuleTables* t) {
+    try {
+        if (t->want_symbols) t->has_symbols = platform_read_function_symbols(t->path.c_str(), &t->symbols);
+        if (t->want_starts) t->has_starts = platform_read_function_starts(t->path.c_str(), &t->starts);
+    } catch (const std::bad_alloc&) {
+        // As a file that cannot be read: the module goes without names, the program goes on.
+    }
+    if (!t->has_symbols) t->symbols = ImageSymbols();
+    if (!t->has_starts) t->starts.clear();
+}
+
 namespace {
 
-void ensure_symbols(Symbolizer::Module* m) {
-    if (m->symbols_read) return;
+// Reads the module's table on the caller's thread when nobody installed it; true when it read.
+bool ensure_symbols(Symbolizer::Module* m) {
+    if (m->symbols_read) return false;
     m->symbols_read = true;
     m->has_symbols = platform_read_function_symbols(m->path.c_str(), &m->table);
+    return true;
 }
 
 // The symbol covering runtime address pc in `m`, or nullptr.
@@ -155,7 +168,7 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
     // symbol of the object for each new pc (libtorch_cpu.so: 75,000; it was 60 % of the
     // drain's CPU on a torch run), and knows no static function.
     if (m != nullptr) {
-        ensure_symbols(m);
+        if (ensure_symbols(m)) ++inline_reads_;
         if (const ImageSymbol* e = lookup(*m, pc)) {
             s.function = demangle_symbol(m->table.strtab.c_str() + e->name);
             s.offset = pc - (m->bias + e->value);
@@ -181,6 +194,7 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
     if (!s.has_symbol && m != nullptr && pc >= m->bias) {
         if (!m->starts_read) {
             m->starts_read = true;
+            ++inline_reads_;
             if (!platform_read_function_starts(m->path.c_str(), &m->starts)) m->starts.clear();
         }
         // The last start at or below the pc: a pc in code without unwind information (rare in
@@ -196,6 +210,43 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
     cache_.emplace(pc, s);
     *out = std::move(s);
     return out->has_symbol;
+}
+
+bool Symbolizer::needs_file_read(uint64_t pc, ModuleTables* out) {
+    if (cache_.count(pc) != 0) return false;
+    Module* m = module_for(pc);
+    if (m == nullptr) return false;
+    // The same order as symbolize: the symbols first; the starts once no symbol covers the pc
+    // (dladdr may still name it where the module has no table: then the starts were read for
+    // nothing, off the caller's lock).
+    bool symbols = false, starts = false;
+    if (!m->symbols_read) {
+        symbols = true;
+    } else if (lookup(*m, pc) == nullptr && !m->starts_read && pc >= m->bias) {
+        starts = true;
+    }
+    if (!symbols && !starts) return false;
+    out->path = m->path;
+    out->want_symbols = symbols;
+    out->want_starts = starts;
+    return true;
+}
+
+void Symbolizer::install(ModuleTables&& t) {
+    Module* first = nullptr;  // a path loaded twice: the second copy of the table is copied
+    for (auto& m : modules_) {
+        if (m->path != t.path) continue;
+        if (t.want_symbols && !m->symbols_read) {
+            m->symbols_read = true;
+            m->has_symbols = t.has_symbols;
+            m->table = first != nullptr ? first->table : std::move(t.symbols);
+        }
+        if (t.want_starts && !m->starts_read) {
+            m->starts_read = true;
+            m->starts = first != nullptr ? first->starts : std::move(t.starts);
+        }
+        if (first == nullptr) first = m.get();
+    }
 }
 
 Error Symbolizer::find_functions(uint64_t addr_in_module, const char* name,

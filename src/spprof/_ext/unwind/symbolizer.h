@@ -15,6 +15,11 @@
 // Normal context only: allocates, takes the loader lock, reads files. Not thread-safe: the
 // caller serialises (the drain holds the GIL). Linux reads ELF symbol tables; on macOS only
 // dladdr is used (exported symbols), with the library from dladdr too.
+//
+// A table read holds its caller for as long as the file takes (libtorch_cpu.so: 76 MB of
+// names, 60 ms from the page cache, twice that from disk). So the drain asks needs_file_read
+// first, reads what it names with read_module_tables on its own thread without the GIL, and
+// hands the result to install; symbolize reads the file itself only when nobody did.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "error.h"
+#include "platform/images.h"
 
 namespace spprof {
 
@@ -38,6 +44,24 @@ struct NativeSymbol {
     uint64_t start_offset = 0;
     bool has_start = false;
 };
+
+// What a module's file holds for symbolize, read apart from any Symbolizer: the module's path,
+// what is wanted of it, and what was read. The starts are wanted only once the symbols are read
+// and cover no pc that needs them (a stripped library's static functions).
+struct ModuleTables {
+    std::string path;
+    bool want_symbols = false;
+    bool want_starts = false;
+    bool has_symbols = false;  // set by read_module_tables
+    ImageSymbols symbols;
+    bool has_starts = false;
+    std::vector<uint64_t> starts;
+};
+
+// Reads what `t` wants from the file at t->path (a failure leaves has_* false: the module then
+// has no table, as when symbolize reads it). Any thread, touches no Symbolizer; normal
+// context (opens and reads the file, allocates; out of memory counts as a failed read).
+void read_module_tables(ModuleTables* t);
 
 // An address range [lo, hi) of a named function in the running process.
 struct FunctionRange {
@@ -59,6 +83,17 @@ public:
     // (or any single thread that owns this object).
     bool symbolize(uint64_t pc, NativeSymbol* out);
 
+    // Whether symbolize(pc) would read a module's file now: then true, with *out naming the
+    // file and what is wanted of it (its results still empty). Same thread rules as symbolize;
+    // cheap for a pc already resolved (one hash lookup).
+    bool needs_file_read(uint64_t pc, ModuleTables* out);
+    // Tables read by read_module_tables, given to every module at t.path that has not read
+    // them yet (a table is in file addresses: where the module is loaded does not matter).
+    // Same thread rules as symbolize.
+    void install(ModuleTables&& t);
+    // Files symbolize read itself, on its caller's thread (nobody had installed their tables).
+    uint64_t inline_reads() const { return inline_reads_; }
+
     // Every function symbol of the module that contains `addr_in_module` named `name` or
     // `name` + "." + suffix (gcc's clones and split parts: .cold, .part.0, .constprop.0...),
     // with its runtime range. Reads the module's symbol table if not yet read. Same thread
@@ -79,6 +114,7 @@ private:
     uint64_t adds_ = 0;
     uint64_t subs_ = 0;
     bool scanned_ = false;
+    uint64_t inline_reads_ = 0;
 };
 
 // Demangle an Itanium C++ name (starting with "_Z", which includes Rust's legacy mangling) or a
