@@ -22,7 +22,10 @@ stop reason, the frames found by the leaf heuristic and by the frame-pointer fal
 (`native_leaf_steps`, `native_fp_steps`), the capture time per sample (`capture_ns`, on
 whatever machine runs it: compare runs of one machine only), and the time the drain held the
 GIL per 1,000 samples (`drain_ns`: building stacks and naming native frames, time the
-program's threads could not run Python) and the drain's CPU in it (`drain_cpu_ns`).
+program's threads could not run Python) and the drain's CPU in it (`drain_cpu_ns`), and the
+module files read for names: by the drain thread without the GIL (how many, and how long the
+reads took: `symbol_files_read_off_gil`, `symbol_file_read_ns`) and with it
+(`symbol_files_read_under_gil`: the stop's last pass, when a module was first met there).
 docs/native-unwinding.md quotes runs before and after the stack-reading expressions, the
 leaf heuristic and the realigned-kernel search, and the drain's time before and after
 symbols came from the module's own table.
@@ -104,7 +107,8 @@ CHILD = textwrap.dedent(
     wall_s = time.perf_counter() - w0
     s = p.profile.stats
     keys = ("samples_captured", "native_unwinds", "native_stop_reasons", "native_leaf_steps",
-            "native_fp_steps", "capture_ns", "drain_ns", "drain_cpu_ns")
+            "native_fp_steps", "capture_ns", "drain_ns", "drain_cpu_ns",
+            "symbol_files_read_off_gil", "symbol_file_read_ns", "symbol_files_read_under_gil")
     out = {k: s.get(k) for k in keys}
     out["wall_s"] = wall_s
     # What py-spy can be compared on: the samples of threads that run Python.
@@ -207,7 +211,7 @@ def row(name: str, runs: list[dict]) -> str:
     if bad:
         why = bad[0].get("missing") or bad[0].get("error")
         state = "not installed" if "missing" in bad[0] else "failed"
-        return f"| {name} | {state}: {why} |" + " |" * 7
+        return f"| {name} | {state}: {why} |" + " |" * 8
     m = merge(runs)
     walks = m.get("native_unwinds", 0)
     stops = dict(m["native_stop_reasons"])
@@ -223,9 +227,14 @@ def row(name: str, runs: list[dict]) -> str:
     drain = f"{m.get('drain_ns', 0) / samples / 1000:.1f}" if samples else "-"
     # Its CPU in that time (drain_cpu_ns): less when the drain, GIL held, waited for a core.
     drain_cpu = f"{m.get('drain_cpu_ns', 0) / samples / 1000:.1f}" if samples else "-"
+    # Module files read for names, summed over the rounds: off the GIL (count and ms) / with it.
+    files = (
+        f"{m.get('symbol_files_read_off_gil', 0)} ({m.get('symbol_file_read_ns', 0) / 1e6:.0f} ms)"
+        f" / {m.get('symbol_files_read_under_gil', 0)}"
+    )
     return (
         f"| {name} | {walks} | {share} | {others} | {m.get('native_leaf_steps', 0)} "
-        f"| {m.get('native_fp_steps', 0)} | {capture} | {drain} | {drain_cpu} |"
+        f"| {m.get('native_fp_steps', 0)} | {capture} | {drain} | {drain_cpu} | {files} |"
     )
 
 
@@ -246,8 +255,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = ap.parse_args(argv)
     print(f"{args.python}, {args.seconds} s of CPU per round, {args.rounds} round(s), 1 ms")
     head = "| workload | walks | reached the start | other stops | leaf steps | fp steps |"
-    print(head + " capture us | drain GIL ms / 1,000 samples | of which CPU |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    print(
+        head + " capture us | drain GIL ms / 1,000 samples | of which CPU "
+        "| files read off the GIL (ms) / with it |"
+    )
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     ours: dict[str, list[dict]] = {}
     for name in args.workloads:
         runs = ours[name] = [run_one(args.python, name, args.seconds) for _ in range(args.rounds)]

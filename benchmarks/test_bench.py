@@ -266,6 +266,8 @@ def test_native_libs_benchmark_prints_a_row_per_workload(capsys):
         assert c[1].startswith("not installed") or float(c[7]) > 0, rows
         # ... and its CPU in that time is never more than the time.
         assert c[1].startswith("not installed") or 0 < float(c[8]) <= float(c[7]) + 0.05, rows
+        # Module files were read for names, by the drain thread without the GIL: "N (T ms) / M".
+        assert c[1].startswith("not installed") or int(c[9].split()[0]) > 0, rows
 
 
 def test_native_libs_reads_py_spy_raw_stacks_as_a_user_would_count_them():

@@ -7,6 +7,7 @@ import ctypes
 import ctypes.util
 import hashlib
 import importlib.util
+import json
 import os
 import shlex
 import shutil
@@ -274,11 +275,9 @@ void run(double seconds) {
 """
 
 
-def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
-    # Issue 28, "one row per function": a static function of a stripped library has no symbol;
-    # it was keyed by each sampled address (58 samples of pandas' hashtable in 23 rows). Now
-    # its frame is named by the start of its function in the unwind table, the address nm
-    # gives it in the unstripped build.
+def _stripped_spin_library(tmp_path: Path) -> tuple[Path, dict[str, int]]:
+    """STRIPPED_SOURCE built and stripped: the library, and spin_a's and spin_b's starts (nm's
+    addresses in the unstripped build)."""
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     strip = shutil.which("strip")
     nm = shutil.which("nm")
@@ -304,6 +303,15 @@ def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
     assert set(starts) == {"spin_a", "spin_b"}, syms
     exported = subprocess.run([nm, "-D", str(lib)], capture_output=True, text=True).stdout
     assert "spin_a" not in exported, exported
+    return lib, starts
+
+
+def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
+    # Issue 28, "one row per function": a static function of a stripped library has no symbol;
+    # it was keyed by each sampled address (58 samples of pandas' hashtable in 23 rows). Now
+    # its frame is named by the start of its function in the unwind table, the address nm
+    # gives it in the unstripped build.
+    lib, starts = _stripped_spin_library(tmp_path)
     run = ctypes.CDLL(str(lib)).run
     run.argtypes = [ctypes.c_double]
     with spprof.Profiler(interval_ms=1, native=True) as p:
@@ -318,6 +326,51 @@ def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
     # Enough samples in each that the old code (a row per sampled address) would have made
     # several rows; kept low: a loaded machine delivers a few dozen signals for these 0.6 s.
     assert min(weights.values()) >= 3, weights
+
+
+OFF_GIL_PROGRAM = r"""
+import ctypes, json, sys, time
+import spprof
+run = ctypes.CDLL(sys.argv[1]).run
+run.argtypes = [ctypes.c_double]
+with spprof.Profiler(interval_ms=1, native=True) as p:
+    run(0.6)
+    time.sleep(0.6)  # no CPU, no samples: a pass takes every record before stop()
+leaves = {}
+for s in p.get_samples():
+    leaf = s.frames[-1]
+    if leaf.is_native and leaf.function_name.startswith("libspin"):
+        leaves[leaf.function_name] = leaves.get(leaf.function_name, 0) + 1
+keys = ("symbol_files_read_off_gil", "symbol_files_read_under_gil", "drains_waiting_for_files",
+        "samples_captured", "records_drained", "samples_dropped")
+st = spprof.stats()
+print(json.dumps({"leaves": leaves, "samples": len(p.get_samples()), **{k: st[k] for k in keys}}))
+"""
+
+
+def test_module_files_for_names_are_read_by_the_drain_thread_without_the_gil(tmp_path):
+    # Issue 28, "the drain does not hold the GIL for symbolization": a module's symbol table
+    # (libtorch_cpu.so: 76 MB of names) was read by the drain with the GIL held, stopping the
+    # program 60-200 ms. Now a record whose names need a file waits in its ring while the drain
+    # thread reads the file without the GIL. The library's dynamic symbols and then its unwind
+    # table's starts (its static functions have no symbol) are both read that way, and the
+    # profile names and counts exactly what it did before. Old code: no such counters (every
+    # read was under the GIL). Own interpreter: nothing else of pytest's runs there.
+    lib, starts = _stripped_spin_library(tmp_path)
+    r = run_python("-c", OFF_GIL_PROGRAM, str(lib))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    expected = {f"{lib.name}+{hex(starts[n])}" for n in ("spin_a", "spin_b")}
+    assert set(out["leaves"]) == expected, out
+    assert min(out["leaves"].values()) >= 3, out
+    # The library's symbols and its starts at least; nothing read with the GIL held, and the
+    # passes that left a record behind took it later: every record drained once, none lost.
+    assert out["symbol_files_read_off_gil"] >= 2, out
+    assert out["symbol_files_read_under_gil"] == 0, out
+    assert out["drains_waiting_for_files"] >= 1, out
+    # (the profile may hold one more: the main thread's end-of-profile sample, not a capture)
+    assert out["records_drained"] == out["samples"] >= out["samples_captured"], out
+    assert out["samples_dropped"] == 0, out
 
 
 # The kernel itself: tests/native/realigned_kernel.inc (the live C++ test's too). Its caller

@@ -97,6 +97,12 @@ class SessionStats(Mapping[str, Any]):
     eval_ranges: Optional[int] = None
     modules_without_cfi: Optional[int] = None
     rust_names_over_limit: Optional[int] = None  # left mangled: past the demangler's limits
+    # Module files read for names: by the drain thread without the GIL, or with it (none had
+    # read them first: a window's end, stop(), a thread's end), and the passes that waited.
+    symbol_files_read_off_gil: Optional[int] = None
+    symbol_file_read_ns: Optional[int] = None
+    symbol_files_read_under_gil: Optional[int] = None
+    drains_waiting_for_files: Optional[int] = None
     native_stop_reasons: Optional[dict[str, int]] = None
     wall_ticks: Optional[int] = None
     wall_missed_ticks: Optional[int] = None

@@ -189,7 +189,12 @@ PyObject* build_stats(const Session* s) {
              put(d, "native_leaf_steps", PyLong_FromUnsignedLongLong(cs.native_leaf_steps)) &&
              put(d, "eval_ranges", PyLong_FromUnsignedLong(s->eval_range_count())) &&
              put(d, "modules_without_cfi", PyLong_FromUnsignedLongLong(s->unwind_tables()->modules_without_cfi())) &&
-             put(d, "rust_names_over_limit", PyLong_FromUnsignedLongLong(s->rust_names_over_limit()));
+             put(d, "rust_names_over_limit", PyLong_FromUnsignedLongLong(s->rust_names_over_limit())) &&
+             put(d, "symbol_files_read_off_gil", PyLong_FromUnsignedLongLong(s->symbol_reads().files_read())) &&
+             put(d, "symbol_file_read_ns", PyLong_FromUnsignedLongLong(s->symbol_reads().read_ns())) &&
+             put(d, "symbol_files_read_under_gil",
+                 PyLong_FromUnsignedLongLong(s->resolver().symbolizer_inline_reads())) &&
+             put(d, "drains_waiting_for_files", PyLong_FromUnsignedLongLong(s->counters().drains_waiting_for_files));
         PyObject* stops = ok ? PyDict_New() : nullptr;
         ok = stops != nullptr;
         for (int i = 0; ok && i < 10; ++i)

@@ -150,11 +150,18 @@ uint32_t Resolver::thread_frame(const std::string& thread_name) {
     return intern_frame(FrameKey{name, strings_.intern(""), name, 0, true}, 0);
 }
 
-uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter) {
+uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter, FileReadGate* gate) {
     auto it = natives_.find(pc);
     if (it != natives_.end()) {
         *interpreter = it->second.interpreter;
         return it->second.frame;
+    }
+    if (gate != nullptr) {
+        ModuleTables wanted;
+        if (symbolizer_.needs_file_read(pc, &wanted) && gate->defer(wanted)) {
+            *interpreter = false;
+            return kDeferredFrame;
+        }
     }
     if (!interpreter_known_) {
         NativeSymbol eval;

@@ -46,6 +46,16 @@ struct FrameInfo {
     bool native;
 };
 
+// Asked by resolve_native before it reads a module's file (Symbolizer::needs_file_read): true
+// when the file is read elsewhere and the frame must wait for it.
+class FileReadGate {
+public:
+    virtual bool defer(const ModuleTables& wanted) = 0;
+
+protected:
+    ~FileReadGate() = default;
+};
+
 class Resolver {
 public:
     // Synthetic frames every session has, at fixed ids.
@@ -62,8 +72,10 @@ public:
     uint32_t resolve(const RawFrame& raw);
     // GIL held. The frame of native address `pc` (already pc - 1 for a return address),
     // interned per (function, library). *interpreter: the frame is in the interpreter itself
-    // (the python executable or libpython), which the drain folds away by default.
-    uint32_t resolve_native(uint64_t pc, bool* interpreter);
+    // (the python executable or libpython), which the drain folds away by default. With a
+    // `gate` that defers the module file its name needs: kDeferredFrame, nothing resolved.
+    uint32_t resolve_native(uint64_t pc, bool* interpreter, FileReadGate* gate = nullptr);
+    static constexpr uint32_t kDeferredFrame = 0xFFFFFFFFu;
     // GIL held. The frame <thread "name">, marked native: the one frame of a sample taken on a
     // thread without a Python frame (a kThreadNameFrameCode RawFrame, sample_record.h).
     uint32_t thread_frame(const std::string& thread_name);
@@ -75,6 +87,7 @@ public:
     uint64_t unknown_count() const { return unknown_; }
     size_t code_count() const { return codes_.size(); }
     Symbolizer& symbolizer() { return symbolizer_; }
+    uint64_t symbolizer_inline_reads() const { return symbolizer_.inline_reads(); }
     // Native mode, before the first resolve_native: the eval loop's parts. A pc in one that no
     // symbol names (a split part of a stripped image) is named after the eval loop's .cold part.
     void set_eval_ranges(const EvalRanges& ranges) { eval_ = ranges; }

@@ -19,9 +19,10 @@ constexpr uint32_t kMaxIdlePeriods = 5;
 
 }  // namespace
 
-void DrainThread::start(uint32_t period_ms, Pass pass, void* arg) {
+void DrainThread::start(uint32_t period_ms, Pass pass, void* arg, AfterPass after_pass) {
     period_ms_ = period_ms;
     pass_ = pass;
+    after_pass_ = after_pass;
     pass_arg_ = arg;
     stop_ = false;
     pthread_t thread;
@@ -55,10 +56,11 @@ void* DrainThread::main(void* arg) {
     // passes. A capture that fills its ring past a quarter, or an application that replaced
     // our signal handler, gets a pass at the next wake-up.
     uint32_t idle_periods = 0;
+    bool again = false;  // the last pass left work that is now done: the next pass at once
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(self->mutex_);
-            self->cv_.wait_for(lock, period, [self] { return self->stop_; });
+            if (!again) self->cv_.wait_for(lock, period, [self] { return self->stop_; });
             if (self->stop_) break;
         }
         // Every wake-up, without the GIL: a SIGSEGV/SIGBUS handler the program installed since
@@ -70,8 +72,9 @@ void* DrainThread::main(void* arg) {
         // here if the main thread has not made it within half a period.
         python_tick_queue_if_due();
         const bool tick = python_tick_overdue();
-        const bool pass = !(++idle_periods < kMaxIdlePeriods && !capture_take_drain_request() &&
-                            !platform_handler_replaced());
+        const bool pass = again || !(++idle_periods < kMaxIdlePeriods && !capture_take_drain_request() &&
+                                     !platform_handler_replaced());
+        again = false;
         if (!serve && !tick && !pass) continue;
         if (pass) idle_periods = 0;
         PyEval_RestoreThread(saved);
@@ -85,6 +88,9 @@ void* DrainThread::main(void* arg) {
         if (!stopping && tick) python_tick_serve();
         if (!stopping && pass) self->pass_(self->pass_arg_);
         saved = PyEval_SaveThread();
+        // Each call does what the pass before it queued, and a pass queues a file once
+        // (symbol_reads.h): `again` cannot hold the loop.
+        if (!stopping && pass && self->after_pass_ != nullptr) again = self->after_pass_(self->pass_arg_);
     }
     PyEval_RestoreThread(saved);
     self->tstate_ = nullptr;  // GIL held; stop() returns only once this thread is gone

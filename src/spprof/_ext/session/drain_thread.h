@@ -7,6 +7,8 @@
 // costs the running program a GIL hand-off and the drain a thread scan. Every wake-up, GIL or not, puts the
 // fault guard back in front of a SIGSEGV/SIGBUS handler the program installed meanwhile,
 // and asks whether the control socket has a client (control_wake.h: served with the GIL).
+// After a pass, with the GIL let go, the optional AfterPass does work the pass left for it
+// (module files to read: symbol_reads.h); when it did some, the next pass comes at once.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -25,6 +27,8 @@ namespace spprof {
 class DrainThread {
 public:
     using Pass = void (*)(void* arg);  // runs on the drain thread, GIL held
+    // Runs on the drain thread after each pass, GIL released; true: run the next pass now.
+    using AfterPass = bool (*)(void* arg);
 
     DrainThread() = default;
     DrainThread(const DrainThread&) = delete;
@@ -32,7 +36,7 @@ public:
 
     // GIL held. Starts the thread; without one (pthread_create failed: logged), no pass runs
     // until stop() and started() stays false.
-    void start(uint32_t period_ms, Pass pass, void* arg);
+    void start(uint32_t period_ms, Pass pass, void* arg, AfterPass after_pass = nullptr);
     // GIL held (released while joining: the thread may be waiting for it). After it returns
     // the thread is gone and no pass runs, also when another thread's stop() was joining it
     // (gil_join.h).
@@ -51,6 +55,7 @@ private:
     PyThreadState* tstate_ = nullptr;
     uint32_t period_ms_ = 50;
     Pass pass_ = nullptr;
+    AfterPass after_pass_ = nullptr;
     void* pass_arg_ = nullptr;
     std::mutex mutex_;
     std::condition_variable cv_;

@@ -67,22 +67,29 @@ size_t SampleDrain::fold_target(uint32_t serial, uint32_t id, uint32_t flags, co
     return gap <= kFoldGapNs ? r : kNoRow;
 }
 
-void SampleDrain::drain_all(bool over_limit) {
+bool SampleDrain::drain_all(bool over_limit, SymbolReads* reads) {
     over_limit_ = over_limit;
+    bool whole = true;
     const ThreadTable& table = threads_.table();
     for (size_t i = 0; i < table.slot_count(); ++i) {
         ThreadCtx* ctx = table.at(i);
         if (ctx != nullptr && ctx->ring_) {
-            drain_ring(ctx->ring_.get());
+            if (!drain_one(ctx->ring_.get(), reads)) {
+                whole = false;
+                continue;
+            }
             if (rewind_drained_ring(ctx)) ++counters_.ring_rewinds;
         }
     }
     threads_.collect_retired();
-    keepalive_.end_of_pass();
+    // A record left in a ring may name a code object that died since: it stays kept.
+    if (whole) keepalive_.end_of_pass();
     ++counters_.drains;
+    if (!whole) ++counters_.drains_waiting_for_files;
+    return whole;
 }
 
-void SampleDrain::drain_ring(RingBuffer* ring) {
+bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
     size_t size = 0;
     while (const void* rec = ring->peek(&size)) {
         ++counters_.records;
@@ -147,7 +154,14 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
             if (flags & kSampleThreadEnd) timestamp = std::max(cpu_ts_[serial], last_ts_[serial]);
         } else {
             namer_.set_thread_name(&threads_.record(id).name);
-            const std::vector<uint32_t>& ids = builder_.build(*hdr, frames, namer_);
+            const std::vector<uint32_t>* built = nullptr;
+            if (namer_.build(builder_, *hdr, frames, reads, &built)) {
+                // Its names wait for a module's file: the record stays, read again (and
+                // counted) by the pass that follows the file's read.
+                --counters_.records;
+                return false;
+            }
+            const std::vector<uint32_t>& ids = *built;
             stack = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));
             last_stack_[serial] = stack;
             last_flags_[serial] = static_cast<uint8_t>(flags & (kSampleTruncated | kSampleGilKnown | kSampleHasGil));
@@ -175,6 +189,7 @@ void SampleDrain::drain_ring(RingBuffer* ring) {
         }
         ring->pop();
     }
+    return true;
 }
 
 }  // namespace spprof

@@ -9,6 +9,11 @@
 // one row per wait, not one per census. Over the memory limit, records are counted and
 // dropped (a fold still lands: it takes no new row). Drain thread or stop(), GIL held (the resolver). Also the
 // thread registry's RingSink: an ended thread's ring is emptied before it is reused.
+//
+// The drain thread's passes in native mode may leave records behind: a record whose names
+// need a module's file read first (symbol_reads.h) ends its ring's part of the pass, still
+// in the ring, so the file is read without the GIL; the next pass, right after, goes on
+// from it. Such a pass has not read every ring: the code keeper's pass does not end with it.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +27,7 @@
 #include "session_threads.h"
 #include "stack_builder.h"
 #include "stack_store.h"
+#include "symbol_reads.h"
 
 namespace spprof {
 
@@ -38,10 +44,12 @@ public:
 
     // GIL held. One pass: every live thread's ring, then the retired ctxs no
     // capture can hold are freed and the code keeper's pass ends. `over_limit`: the session
-    // is over its memory limit; records read until the next pass are dropped.
-    void drain_all(bool over_limit);
-    // RingSink. GIL held.
-    void drain_ring(RingBuffer* ring) override;
+    // is over its memory limit; records read until the next pass are dropped. `reads` (the
+    // drain thread's passes, native mode): a record whose names need a module's file read
+    // stays in its ring and the file is queued there. Returns false when a record stayed.
+    bool drain_all(bool over_limit, SymbolReads* reads = nullptr);
+    // RingSink. GIL held. Every record, whatever its names need.
+    void drain_ring(RingBuffer* ring) override { (void)drain_one(ring, nullptr); }
     void slot_taken(uint32_t slot) override;
 
     // The per-slot last stacks (part of the session's thread memory).
@@ -62,12 +70,32 @@ private:
         }
         // The thread whose record is being built (its name for a kThreadNameFrameCode frame).
         void set_thread_name(const std::string* name) { thread_name_ = name; }
-        uint32_t native_frame(uint64_t pc, bool* interpreter) override { return resolver_.resolve_native(pc, interpreter); }
+        uint32_t native_frame(uint64_t pc, bool* interpreter) override {
+            const uint32_t id = resolver_.resolve_native(pc, interpreter, gate_);
+            if (id != Resolver::kDeferredFrame) return id;
+            deferred_ = true;  // the stack is built on, then dropped: its record waits
+            return Resolver::kUnknownFrame;
+        }
+        // For one record: with a gate (the drain thread's pass), module files are read by
+        // its owner, not here. Returns whether a frame was deferred (the record must wait).
+        bool build(StackBuilder& builder, const RawSampleHeader& hdr, const RawFrame* frames, FileReadGate* gate,
+                   const std::vector<uint32_t>** out) {
+            gate_ = gate;
+            deferred_ = false;
+            *out = &builder.build(hdr, frames, *this);
+            gate_ = nullptr;
+            return deferred_;
+        }
 
     private:
         Resolver& resolver_;
         const std::string* thread_name_ = nullptr;
+        FileReadGate* gate_ = nullptr;
+        bool deferred_ = false;
     };
+
+    // The ring's records in order; false when one stayed in the ring for a file (`reads`).
+    bool drain_one(RingBuffer* ring, SymbolReads* reads);
 
     const SessionConfig& config_;
     SessionThreads& threads_;

@@ -109,7 +109,7 @@ Error Session::start(bool threads_after_fork) {
         threads_stopped_for_fork_ = true;  // restart_threads_after_fork starts them
         log_debug("a fork is under way: spprof's threads start once it has ended");
     } else {
-        drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this);
+        drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this, &Session::drain_reads);
     }
     // The CPU balance's window opens here; threads found from now on bring the CPU they used
     // before (SessionCounters::cpu_before_found_ns).
@@ -224,7 +224,7 @@ void Session::restart_threads_after_fork() {
         const Error e = wall_->start();
         if (!e.ok()) log_warning("wall mode: %s after fork; blocked threads are no longer sampled", e.what);
     }
-    drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this);
+    drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this, &Session::drain_reads);
 }
 
 Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code, const char* name) {
@@ -250,9 +250,11 @@ void Session::scan_threads() {
     os_threads_scanned_ = threads_.scan_os_threads();  // threads without a Python state (Linux, macOS)
 }
 
-void Session::drain_all() {
+void Session::drain_all(SymbolReads* reads) {
+    // Tables the drain thread read since the last pass, before any record needs them.
+    if (config_.native) symbol_reads_.install(resolver_.symbolizer());
     store_.mark_time(platform_monotonic_ns());  // before the pass: every row held is older
-    drain_.drain_all(memory_bytes() > config_.memory_limit_bytes);
+    drain_.drain_all(memory_bytes() > config_.memory_limit_bytes, reads);
 }
 
 uint64_t Session::rust_names_over_limit() const {
@@ -269,7 +271,11 @@ void Session::drain_rings() {
     drain_cpu_ns_ += platform_own_cpu_ns() - c0;
 }
 
-void Session::periodic() {
+void Session::periodic() { periodic_pass(false); }
+
+void Session::pass_on_drain_thread() { periodic_pass(true); }
+
+void Session::periodic_pass(bool drain_thread) {
     if (!running_) return;
     const SessionMutation changing;  // an exit dump may be reading (exit_dump.h)
     const uint64_t t0 = platform_monotonic_ns();
@@ -285,7 +291,8 @@ void Session::periodic() {
     // falls between it and the thread's end.
     if (passes_++ % 10 == 0) threads_.refresh_cpu_all();
     threads_.refresh_names();
-    drain_all();
+    // Only the drain thread lets the GIL go after its pass to read what a record waits for.
+    drain_all(drain_thread && config_.native ? &symbol_reads_ : nullptr);
     if (unwind_) unwind_->refresh();  // modules loaded since the last pass (cheap otherwise)
     if (config_.progress) show_progress();
     drain_ns_ += platform_monotonic_ns() - t0;

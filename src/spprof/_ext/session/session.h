@@ -41,6 +41,7 @@
 #include "session_config.h"
 #include "session_threads.h"
 #include "stack_store.h"
+#include "symbol_reads.h"
 #include "../capture/thread_table.h"
 #include "../unwind/unwind_tables.h"
 #include "../wall/wall_sampler.h"
@@ -91,6 +92,7 @@ public:
     const std::vector<ThreadRecord>& threads() const { return threads_.records(); }
     const StackStore& store() const { return store_; }
     const Resolver& resolver() const { return resolver_; }
+    const SymbolReads& symbol_reads() const { return symbol_reads_; }
     // GIL held, after stop(): drop the references the resolver holds.
     void release_references() {
         keepalive_.deactivate();
@@ -133,15 +135,21 @@ public:
 
 private:
     void scan_threads();
-    void drain_all();
+    // `reads`: the drain thread's pass in native mode (sample_drain.h).
+    void drain_all(SymbolReads* reads = nullptr);
     void apply_budget();
     void show_progress();
-    static void drain_pass(void* self) { static_cast<Session*>(self)->periodic(); }
+    void periodic_pass(bool drain_thread);
+    void pass_on_drain_thread();
+    static void drain_pass(void* self) { static_cast<Session*>(self)->pass_on_drain_thread(); }
+    // The drain thread, GIL released after a pass: the files that pass queued (symbol_reads.h).
+    static bool drain_reads(void* self) { return static_cast<Session*>(self)->symbol_reads_.read_queued(); }
 
     SessionConfig config_;
     SessionCounters counters_;
     SessionThreads threads_;
     Resolver resolver_;
+    SymbolReads symbol_reads_;  // native mode: module files read off the GIL for resolver_
     CodeKeepAlive keepalive_;  // after resolver_: destroyed first, while the resolver still holds its refs
     StackStore store_;
     SampleDrain drain_;

@@ -57,6 +57,9 @@ struct SessionCounters {
     uint64_t profile_cpu_ns = 0;          // on-CPU weight of the samples drained
     // Emptied rings the drain put back at offset 0 (record_writer.h, rewind_drained_ring).
     uint64_t ring_rewinds = 0;
+    // The drain thread's passes that left a record in its ring for a module's file, read
+    // next without the GIL (symbol_reads.h).
+    uint64_t drains_waiting_for_files = 0;
     // Idle samples folded into their thread's previous row (sample_drain.h): rows not taken.
     uint64_t idle_samples_folded = 0;
     // Idle records folded while over the memory limit: their time is in the row, they are not

@@ -1,0 +1,63 @@
+// symbol_reads.cpp: see symbol_reads.h.
+#include "symbol_reads.h"
+
+#include "../platform/platform.h"
+
+namespace spprof {
+
+bool SymbolReads::defer(const ModuleTables& t) {
+    const int kind = (t.want_symbols ? 1 : 0) | (t.want_starts ? 2 : 0);
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto asked = asked_.emplace(std::make_pair(t.path, kind), false);
+    if (!asked.second) return !asked.first->second;  // waits until installed, then never again
+    ModuleTables q;
+    q.path = t.path;
+    q.want_symbols = t.want_symbols;
+    q.want_starts = t.want_starts;
+    queued_.push_back(std::move(q));
+    return true;
+}
+
+bool SymbolReads::read_queued() {
+    std::vector<ModuleTables> work;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        work.swap(queued_);
+    }
+    if (work.empty()) return false;
+    const uint64_t t0 = platform_monotonic_ns();
+    for (ModuleTables& t : work) read_module_tables(&t);
+    const uint64_t took = platform_monotonic_ns() - t0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    files_read_ += work.size();
+    read_ns_ += took;
+    for (ModuleTables& t : work) ready_.push_back(std::move(t));
+    return true;
+}
+
+void SymbolReads::install(Symbolizer& s) {
+    std::vector<ModuleTables> ready;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready.swap(ready_);
+    }
+    for (ModuleTables& t : ready) {
+        const int kind = (t.want_symbols ? 1 : 0) | (t.want_starts ? 2 : 0);
+        const std::pair<std::string, int> key(t.path, kind);
+        s.install(std::move(t));
+        std::lock_guard<std::mutex> lock(mutex_);
+        asked_[key] = true;
+    }
+}
+
+uint64_t SymbolReads::files_read() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return files_read_;
+}
+
+uint64_t SymbolReads::read_ns() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return read_ns_;
+}
+
+}  // namespace spprof
