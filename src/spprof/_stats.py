@@ -94,6 +94,7 @@ class SessionStats(Mapping[str, Any]):
     native_unwinds: Optional[int] = None
     native_fp_steps: Optional[int] = None
     native_leaf_steps: Optional[int] = None
+    native_cached_steps: Optional[int] = None  # CFI steps by a row an earlier walk kept
     eval_ranges: Optional[int] = None
     modules_without_cfi: Optional[int] = None
     rust_names_over_limit: Optional[int] = None  # left mangled: past the demangler's limits

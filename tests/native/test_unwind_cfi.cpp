@@ -4,10 +4,12 @@
 // One static buffer holds a fake module: .eh_frame_hdr at +0, .eh_frame at +0x100, and a
 // "text" range at +0x800 that is never executed, only named by FDEs and return addresses.
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "harness.h"
 #include "unwind/eh_frame.h"
+#include "unwind/step_cache.h"
 #include "unwind/unwinder.h"
 
 using namespace spprof;
@@ -493,6 +495,71 @@ TEST(unwind_native_realigned_frame_by_expressions) {
     fs.s[63] = fs.at(30);
     CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), pcs, 16, &st), 3u);
     CHECK(st.stop == UnwindStop::kUnsupportedCfi);
+}
+
+// The step cache over the fake module: plain rows are kept and the next walk takes them,
+// with the same pcs and stop; rows with expressions are never kept; a kept row whose saved
+// register lies outside the stack fails as the full step does.
+TEST(unwind_native_step_cache_takes_only_plain_rows) {
+    std::unique_ptr<StepCache> cache = StepCache::create();
+    CHECK(cache != nullptr);
+    FakeModule fm;
+    build_fake_module(&fm);
+    fm.snap.step_cache = cache.get();
+    fm.snap.generation = 1;
+    FakeStack fs;
+    build_fake_stack(fm, &fs);
+    uint64_t first[16] = {}, second[16] = {};
+    UnwindStatus a, b;
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), first, 16, &a), 5u);
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), second, 16, &b), 5u);
+    for (int i = 0; i < 5; ++i) CHECK_EQ(second[i], first[i]);
+    CHECK_EQ(a.cached_steps, 0);
+    CHECK_EQ(b.cfi_steps, 3);
+    CHECK_EQ(b.cached_steps, 3);  // f1, f2, f3: each a plain row
+    CHECK_EQ(b.fp_steps, 2);
+    CHECK(b.stop == UnwindStop::kBottom && a.stop == UnwindStop::kBottom);
+    // A new snapshot generation: nothing kept is taken.
+    fm.snap.generation = 2;
+    CHECK_EQ(unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi(), second, 16, &b), 5u);
+    CHECK_EQ(b.cached_steps, 0);
+    // A kept row whose saved register is now outside the stack: the same stop as without it.
+    fm.snap.generation = 1;
+    FakeModule plain = fm;
+    plain.snap.step_cache = nullptr;
+    uint64_t pcs_plain[16] = {};
+    UnwindStatus c;
+    const uint32_t n_plain = unwind_native(&plain.snap, fs.regs, fs.lo(), fs.hi() - 8 * 40, pcs_plain, 16, &c);
+    const uint32_t n_kept = unwind_native(&fm.snap, fs.regs, fs.lo(), fs.hi() - 8 * 40, second, 16, &b);
+    CHECK_EQ(n_kept, n_plain);
+    CHECK(b.stop == c.stop);
+    CHECK(b.stop != UnwindStop::kBottom);
+
+    // f1 by expressions (DRAP): its row is never kept; f2's and f3's are.
+    build_three_fdes(&fm,
+                     {0x0f, 3, 0x70 | kRbp, 0x78, 0x06,   // def_cfa_expression: *(rbp - 8)
+                      0x10, kRbp, 2, 0x70 | kRbp, 0x00},  // expression rbp: at rbp + 0
+                     {0x41, 0x0e, 16, 0x80 | kRbp, 2, 0x43, 0x0d, kRbp});
+    fm.snap.step_cache = cache.get();
+    fm.snap.generation = 3;
+    FakeStack fx;
+    const uint64_t t = fm.text;
+    fx.regs.pc = t + 5;
+    fx.regs.sp = fx.at(2);
+    fx.regs.fp = fx.at(10);
+    fx.s[9] = fx.at(30);
+    fx.s[10] = fx.at(40);
+    fx.s[29] = t + 0x51;
+    fx.s[33] = t + 0x91;
+    fx.s[40] = fx.at(50);
+    fx.s[41] = t + 0xc1;
+    fx.s[50] = 0;
+    fx.s[51] = 0;
+    CHECK_EQ(unwind_native(&fm.snap, fx.regs, fx.lo(), fx.hi(), first, 16, &a), 4u);
+    CHECK_EQ(unwind_native(&fm.snap, fx.regs, fx.lo(), fx.hi(), second, 16, &b), 4u);
+    for (int i = 0; i < 4; ++i) CHECK_EQ(second[i], first[i]);
+    CHECK_EQ(b.cfi_steps, 3);
+    CHECK_EQ(b.cached_steps, 2);
 }
 
 TEST(unwind_native_drap_prologue_cfa_is_r10) {

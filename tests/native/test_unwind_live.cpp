@@ -19,11 +19,14 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <memory>
+#include <thread>
 
 #include "harness.h"
 #include "platform/platform.h"
 #include "unwind/eval_ranges.h"
 #include "unwind/split_parts.h"
+#include "unwind/step_cache.h"
 #include "unwind/symbolizer.h"
 #include "unwind/ucontext_regs.h"
 #include "unwind/unwind_tables.h"
@@ -233,6 +236,121 @@ TEST(unwind_live_through_qsort) {
     CHECK(g_status.stop == UnwindStop::kBottom);
     if (cmp <= 0 || caller <= cmp + 1) dump_frames(sym);
     g_tables = nullptr;
+}
+
+// The step cache (unwind/step_cache.h): a walk through rows an earlier walk kept gives the
+// pcs and stop of the full CFI steps, frame for frame. Three walks of one signal: without a
+// cache, with an empty one (filling it), with the filled one.
+namespace {
+const UnwindSnapshot* g_plain = nullptr;  // the current snapshot without its cache
+uint64_t g_pcs_plain[kMaxPcs], g_pcs_kept[kMaxPcs];
+UnwindStatus g_status_plain, g_status_kept;
+uint32_t g_depth_plain = 0, g_depth_kept = 0;
+
+void on_signal_three_walks(int, siginfo_t*, void* uc) {
+    RegisterContext regs;
+    g_regs_ok = register_context_from_ucontext(uc, &regs);
+    g_depth_plain = unwind_native(g_plain, regs, g_lo, g_hi, g_pcs_plain, kMaxPcs, &g_status_plain);
+    g_depth = unwind_native(g_tables->current(), regs, g_lo, g_hi, g_pcs, kMaxPcs, &g_status);
+    g_depth_kept = unwind_native(g_tables->current(), regs, g_lo, g_hi, g_pcs_kept, kMaxPcs, &g_status_kept);
+}
+}  // namespace
+
+TEST(unwind_live_step_cache_walks_as_the_full_steps) {
+    UnwindTables tables;
+    CHECK(tables.refresh().ok());
+    CHECK(tables.current()->step_cache != nullptr);
+    CHECK(tables.step_cache_bytes() > 0);
+    UnwindSnapshot plain = *tables.current();
+    plain.step_cache = nullptr;
+    g_plain = &plain;
+    g_tables = &tables;
+    CHECK(own_stack_bounds(&g_lo, &g_hi));
+    int v[64];
+    for (int i = 0; i < 64; ++i) v[i] = (i * 37) % 64;
+    {
+        ScopedHandler h(&on_signal_three_walks);
+        g_compare_captures = 0;
+        CHECK_EQ(spprof_qsort_caller(v, 64), 0);  // through libc's qsort
+    }
+    CHECK(g_regs_ok);
+    CHECK(g_status_plain.stop == UnwindStop::kBottom);
+    CHECK(g_depth_plain > 5);
+    CHECK_EQ(g_depth, g_depth_plain);
+    CHECK_EQ(g_depth_kept, g_depth_plain);
+    CHECK(g_status.stop == g_status_plain.stop && g_status_kept.stop == g_status_plain.stop);
+    for (uint32_t i = 0; i < g_depth_plain && i < g_depth && i < g_depth_kept; ++i) {
+        CHECK_EQ(g_pcs[i], g_pcs_plain[i]);
+        CHECK_EQ(g_pcs_kept[i], g_pcs_plain[i]);
+    }
+    CHECK_EQ(g_status_plain.cached_steps, 0);
+    CHECK_EQ(g_status_plain.cfi_steps, g_status.cfi_steps);
+    CHECK_EQ(g_status_plain.cfi_steps, g_status_kept.cfi_steps);
+    // The third walk took the rows the second one kept: all but rows of another shape
+    // (expressions: PLT stubs), and the second one found none kept before it... unless the
+    // same pc came twice in one walk (qsort's recursion), whose second step was kept.
+    CHECK(g_status_kept.cached_steps + 3 >= g_status_kept.cfi_steps);
+    CHECK(g_status_kept.cached_steps > g_status.cached_steps);
+    g_tables = nullptr;
+    g_plain = nullptr;
+}
+
+// Concurrent captures share the cache: writers racing on the same slots never let a reader
+// see a mix of two entries. Each writer keeps steps whose every field is derived from the pc;
+// readers check that whatever they get matches its pc.
+TEST(unwind_step_cache_entries_are_never_torn) {
+    std::unique_ptr<StepCache> cache = StepCache::create();
+    CHECK(cache != nullptr);
+    auto step_for = [](uint64_t pc) {
+        CachedStep s;
+        s.cfa_offset = static_cast<int32_t>(pc & 0xFFFF);
+        s.cfa_col = static_cast<uint8_t>(pc % 17);
+        s.ra_col = 16;
+        s.saves = static_cast<uint8_t>(pc % (kMaxCachedSaves + 1));
+        for (uint32_t i = 0; i < kMaxCachedSaves; ++i) {
+            s.col[i] = static_cast<uint8_t>((pc >> i) & 0x1F);
+            s.offset[i] = static_cast<int16_t>(-8 * static_cast<int>(i + (pc & 7)));
+        }
+        return s;
+    };
+    auto same = [](const CachedStep& a, const CachedStep& b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> torn{0}, hits{0};
+    // Pcs that collide: the same slot for many of them keeps writers and readers racing.
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 2; ++w) {
+        threads.emplace_back([&, w] {
+            uint64_t x = 0x1000 + static_cast<uint64_t>(w);
+            while (!stop.load(std::memory_order_relaxed)) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                const uint64_t pc = 0x400000 + (x >> 52);  // 4,096 pcs over 4,096 slots
+                cache->insert(pc, 7, step_for(pc));
+            }
+        });
+    }
+    for (int r = 0; r < 2; ++r) {
+        threads.emplace_back([&] {
+            for (uint64_t i = 0; i < 2000000; ++i) {
+                const uint64_t pc = 0x400000 + (i * 2654435761u) % 4096;
+                CachedStep got;
+                if (!cache->lookup(pc, 7, &got)) continue;
+                hits.fetch_add(1, std::memory_order_relaxed);
+                if (!same(got, step_for(pc))) torn.fetch_add(1, std::memory_order_relaxed);
+            }
+        });
+    }
+    for (size_t i = 2; i < threads.size(); ++i) threads[i].join();
+    stop = true;
+    threads[0].join();
+    threads[1].join();
+    CHECK(hits.load() > 1000);
+    CHECK_EQ(torn.load(), uint64_t{0});
+    // Another generation's entries are not this one's.
+    CachedStep got;
+    cache->insert(0x1234, 7, step_for(0x1234));
+    CHECK(cache->lookup(0x1234, 7, &got));
+    CHECK(!cache->lookup(0x1234, 8, &got));
+    CHECK(!cache->lookup(0x1235, 7, &got));
 }
 
 TEST(unwind_live_refresh_is_cheap_and_sees_dlopen) {

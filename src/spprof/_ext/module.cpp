@@ -187,6 +187,7 @@ PyObject* build_stats(const Session* s) {
         ok = put(d, "native_unwinds", PyLong_FromUnsignedLongLong(cs.native_unwinds)) &&
              put(d, "native_fp_steps", PyLong_FromUnsignedLongLong(cs.native_fp_steps)) &&
              put(d, "native_leaf_steps", PyLong_FromUnsignedLongLong(cs.native_leaf_steps)) &&
+             put(d, "native_cached_steps", PyLong_FromUnsignedLongLong(cs.native_cached_steps)) &&
              put(d, "eval_ranges", PyLong_FromUnsignedLong(s->eval_range_count())) &&
              put(d, "modules_without_cfi", PyLong_FromUnsignedLongLong(s->unwind_tables()->modules_without_cfi())) &&
              put(d, "rust_names_over_limit", PyLong_FromUnsignedLongLong(s->rust_names_over_limit())) &&

@@ -37,7 +37,7 @@ std::atomic<const int*> g_gc_collecting{nullptr};
 struct Counters {
     std::atomic<uint64_t> captured{0}, dropped_full{0}, dropped_busy{0}, no_thread{0},
         walk_errors{0}, deferred{0}, walk_faults{0}, native_faults{0}, unguarded{0}, truncated{0}, idle{0},
-        native_unwinds{0}, native_fp_steps{0}, native_leaf_steps{0}, capture_ns{0}, subinterpreter{0}, gc{0}, native_thread{0};
+        native_unwinds{0}, native_fp_steps{0}, native_leaf_steps{0}, native_cached_steps{0}, capture_ns{0}, subinterpreter{0}, gc{0}, native_thread{0};
     std::atomic<uint64_t> native_stops[10];
 };
 Counters g_counters;
@@ -257,6 +257,7 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
         bump(g_counters.native_unwinds);
         g_counters.native_fp_steps.fetch_add(work.native.fp_steps, std::memory_order_relaxed);
         g_counters.native_leaf_steps.fetch_add(work.native.leaf_steps, std::memory_order_relaxed);
+        g_counters.native_cached_steps.fetch_add(work.native.cached_steps, std::memory_order_relaxed);
         const auto stop = static_cast<uint32_t>(work.native.stop);
         if (stop < 10) bump(g_counters.native_stops[stop]);
     }
@@ -471,6 +472,7 @@ CaptureStats capture_stats() {
     s.capture_ns = g_counters.capture_ns.load(std::memory_order_relaxed);
     s.native_unwinds = g_counters.native_unwinds.load(std::memory_order_relaxed);
     s.native_fp_steps = g_counters.native_fp_steps.load(std::memory_order_relaxed);
+    s.native_cached_steps = g_counters.native_cached_steps.load(std::memory_order_relaxed);
     s.native_leaf_steps = g_counters.native_leaf_steps.load(std::memory_order_relaxed);
     for (int i = 0; i < 10; ++i) s.native_stops[i] = g_counters.native_stops[i].load(std::memory_order_relaxed);
     return s;
@@ -494,6 +496,7 @@ void capture_reset_stats() {
     g_counters.capture_ns.store(0);
     g_counters.native_unwinds.store(0);
     g_counters.native_fp_steps.store(0);
+    g_counters.native_cached_steps.store(0);
     g_counters.native_leaf_steps.store(0);
     for (auto& c : g_counters.native_stops) c.store(0);
 }

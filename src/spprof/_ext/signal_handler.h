@@ -86,6 +86,7 @@ struct CaptureStats {
     uint64_t capture_ns = 0;           // time spent inside captures (handler cost, not delivery)
     uint64_t native_unwinds = 0;       // captures that unwound native frames
     uint64_t native_fp_steps = 0;      // native frames found by the frame-pointer fallback
+    uint64_t native_cached_steps = 0;  // CFI steps taken by a row an earlier walk kept (step cache)
     uint64_t native_leaf_steps = 0;    // interrupted functions without CFI left by the leaf heuristic
     uint64_t native_stops[10] = {};    // why native walks ended, by UnwindStop
 };

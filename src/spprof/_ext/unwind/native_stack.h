@@ -63,6 +63,7 @@ struct UnwindStatus {
     uint16_t cfi_steps = 0;  // frames unwound with CFI
     uint16_t fp_steps = 0;   // frames unwound by following a frame pointer
     uint16_t leaf_steps = 0;  // interrupted functions without CFI left by their return address (a heuristic)
+    uint16_t cached_steps = 0;  // of cfi_steps, those taken by a row an earlier walk kept (step_cache.h)
     UnwindStop stop = UnwindStop::kBottom;
 };
 

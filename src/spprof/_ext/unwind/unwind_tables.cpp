@@ -27,7 +27,7 @@ const UnwindModule* UnwindSnapshot::find(uintptr_t pc) const {
     return &modules[r.module];
 }
 
-UnwindTables::UnwindTables() = default;
+UnwindTables::UnwindTables() : step_cache_(StepCache::create()) {}
 
 UnwindTables::~UnwindTables() {
     current_.store(nullptr, std::memory_order_release);
@@ -139,6 +139,7 @@ Error UnwindTables::refresh() {
         }
         snap->ranges.swap(clean);
         snap->generation = generation_.load(std::memory_order_relaxed) + 1;
+        snap->step_cache = step_cache_.get();
         owned_.push_back(nullptr);  // may throw: before publishing anything
     } catch (const std::bad_alloc&) {
         return Error::memory("unwind tables: out of memory");

@@ -34,6 +34,7 @@
 #include "error.h"
 #include "unwind/eh_frame.h"
 #include "unwind/eval_ranges.h"
+#include "unwind/step_cache.h"
 
 namespace spprof {
 
@@ -76,6 +77,9 @@ struct UnwindSnapshot {
     uint64_t adds = 0;  // dl_iterate_phdr counters this snapshot was built at
     uint64_t subs = 0;
     uint32_t generation = 0;
+    // Steps already worked out (step_cache.h), keyed by pc and `generation`; nullptr: none.
+    // Owned by the UnwindTables, shared by its snapshots.
+    StepCache* step_cache = nullptr;
 
     // The module whose executable ranges contain pc, or nullptr. SIGNAL-SAFE, NO-HEAP:
     // binary search over `ranges`.
@@ -105,6 +109,8 @@ public:
     uint64_t modules_dropped() const { return dropped_.load(std::memory_order_relaxed); }
     // Modules without a usable .eh_frame_hdr in the last snapshot (fp fallback only). Any thread.
     uint64_t modules_without_cfi() const { return no_cfi_.load(std::memory_order_relaxed); }
+    // The step cache's table (0 when none could be allocated). Any thread.
+    size_t step_cache_bytes() const { return step_cache_ ? step_cache_->memory_bytes() : 0; }
     // Snapshots built so far. Any thread.
     uint32_t generation() const { return generation_.load(std::memory_order_relaxed); }
 
@@ -123,6 +129,7 @@ private:
     std::atomic<uint64_t> no_cfi_{0};
     std::atomic<uint32_t> generation_{0};
     EvalRanges eval_;
+    std::unique_ptr<StepCache> step_cache_;  // made with the tables; outlives every snapshot
     std::mutex mu_;                                        // serialises refresh()
     std::vector<std::unique_ptr<UnwindSnapshot>> owned_;  // current and retired; guarded by mu_
 };

@@ -1,10 +1,14 @@
 // unwind/unwinder.cpp: unwind_native (see unwinder.h). SIGNAL-SAFE and NO-HEAP throughout.
 #include "unwind/unwinder.h"
 
+#include "unwind/step_cache.h"
+
 #include <cstring>
+#include <utility>
 
 #include "capture/reader.h"  // SPPROF_NO_SANITIZE_ADDRESS
 #include "unwind/fp_walk.h"
+#include "unwind/step_cache.h"
 
 namespace spprof {
 
@@ -56,8 +60,11 @@ struct RegFile {
     void clear(uint32_t col) { valid &= ~(uint64_t{1} << col); }
 };
 
-bool read_stack_word(uintptr_t addr, uintptr_t lo, uintptr_t hi, uint64_t* out) {
-    return read_stack_window(StackWindow{lo, hi}, addr, 8, out);
+// read_stack_window(StackWindow{lo, hi}, addr, 8, out), inlined: a walk reads ~5 words a frame.
+SPPROF_NO_SANITIZE_ADDRESS inline bool read_stack_word(uintptr_t addr, uintptr_t lo, uintptr_t hi, uint64_t* out) {
+    if (hi <= lo || addr < lo || addr > hi || hi - addr < 8) return false;
+    std::memcpy(out, reinterpret_cast<const void*>(addr), 8);
+    return true;
 }
 
 // Reads `n` bytes of code at `addr` when [addr, addr + n) lies in one module's executable
@@ -278,6 +285,52 @@ bool leaf_return_address(const UnwindSnapshot* snapshot, const RegFile& cur, uin
 #endif
 }
 
+#if defined(__x86_64__)
+constexpr uint8_t kSameValueCol = kDrapCol;  // forgotten after a step unless a rule restored it
+#else
+constexpr uint8_t kSameValueCol = 0xFF;
+#endif
+
+// A step by a row the cache kept (step_cache.h): what cfi_step does for a row of that shape.
+bool cached_step(const CachedStep& c, const RegFile& cur, uintptr_t lo, uintptr_t hi, RegFile* next,
+                 uint64_t* ra, bool* ra_from_stack, UnwindStop* why) {
+    if (c.flags & CachedStep::kRaUndefined) {
+        *ra = 0;
+        *why = UnwindStop::kBottom;
+        return false;
+    }
+    if (!cur.has(c.cfa_col)) {
+        *why = UnwindStop::kUnsupportedCfi;
+        return false;
+    }
+    const uint64_t cfa = cur.r[c.cfa_col] + static_cast<uint64_t>(int64_t{c.cfa_offset});
+    if (cfa < lo || cfa > hi) {
+        *why = UnwindStop::kStackBounds;
+        return false;
+    }
+    *next = cur;
+    const uint32_t saves = c.saves <= kMaxCachedSaves ? c.saves : kMaxCachedSaves;
+    for (uint32_t i = 0; i < saves; ++i) {
+        uint64_t v = 0;
+        if (!read_stack_word(static_cast<uintptr_t>(cfa + static_cast<uint64_t>(int64_t{c.offset[i]})), lo, hi, &v)) {
+            *why = UnwindStop::kStackBounds;
+            return false;
+        }
+        next->set(c.col[i], v);
+    }
+    if (!next->has(c.ra_col)) {
+        *why = UnwindStop::kUnsupportedCfi;
+        return false;
+    }
+    *ra = strip_pointer_auth(next->r[c.ra_col]);
+    *ra_from_stack = (c.flags & CachedStep::kRaOnStack) != 0;
+    next->set(kSpCol, cfa);
+#if defined(__x86_64__)
+    if (c.flags & CachedStep::kSameValueAt) next->clear(kDrapCol);
+#endif
+    return true;
+}
+
 UnwindStop stop_for(CfiResult res) {
     switch (res) {
         case CfiResult::kUnsupported: return UnwindStop::kUnsupportedCfi;
@@ -289,8 +342,9 @@ UnwindStop stop_for(CfiResult res) {
 // One CFI step from `cur` (at `pc`, looked up as `lookup_pc`) into `next`.
 // Returns kBottom with *ra = 0 when the return address is undefined. `ra_from_stack` tells
 // whether the return address was read from the stack (false: a leaf's link register).
+// `plain` (may be null): set, with *plain_ok, when the row has the shape the step cache keeps.
 bool cfi_step(const Fde& fde, uint64_t lookup_pc, const RegFile& cur, uintptr_t lo, uintptr_t hi,
-              RegFile* next, uint64_t* ra, bool* ra_from_stack, UnwindStop* why) {
+              RegFile* next, uint64_t* ra, bool* ra_from_stack, UnwindStop* why, CachedStep* plain, bool* plain_ok) {
     CfiRow row;
     CfiResult res = run_cfi(fde, lookup_pc, &row);
     if (res != CfiResult::kOk) {
@@ -298,6 +352,7 @@ bool cfi_step(const Fde& fde, uint64_t lookup_pc, const RegFile& cur, uintptr_t 
         return false;
     }
     const uint32_t ra_col = fde.cie.ra_column;
+    if (plain != nullptr) *plain_ok = cached_step_from_row(row, ra_col, kSameValueCol, plain);
     if (ra_col >= kCfiRegs) {
         *why = UnwindStop::kUnsupportedCfi;
         return false;
@@ -413,46 +468,72 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
         return st.depth;
     }
 
-    RegFile cur;
-    std::memset(&cur, 0, sizeof cur);
-    cur.set(kSpCol, regs.sp);
-    cur.set(kFpCol, regs.fp);
+    // This frame's registers and its caller's: a step fills the other file from this one,
+    // then the two swap roles (one copy a frame, not two).
+    RegFile files[2];
+    RegFile* cur_file = &files[0];
+    RegFile* next_file = &files[1];
+    std::memset(cur_file, 0, sizeof *cur_file);
+    cur_file->set(kSpCol, regs.sp);
+    cur_file->set(kFpCol, regs.fp);
     for (uint32_t i = 0; i < sizeof kCalleeCols / sizeof kCalleeCols[0]; ++i)
-        cur.set(kCalleeCols[i], regs.callee_saved[i]);
+        cur_file->set(kCalleeCols[i], regs.callee_saved[i]);
 #if defined(__x86_64__)
-    cur.set(kPcCol, pc);
-    if (regs.drap_known) cur.set(kDrapCol, regs.drap);
+    cur_file->set(kPcCol, pc);
+    if (regs.drap_known) cur_file->set(kDrapCol, regs.drap);
 #else
-    cur.set(kLrCol, strip_pointer_auth(regs.lr));
+    cur_file->set(kLrCol, strip_pointer_auth(regs.lr));
 #endif
 
     uintptr_t last_fp = 0;
     bool first = true;
+    StepCache* const cache = snapshot->step_cache;
+    CachedStep cached;
+    bool have_cached = cache != nullptr && cache->lookup(pc, snapshot->generation, &cached);
     // Each iteration writes one pc or returns, so it runs at most `max` times.
     for (;;) {
         // A return address points after its call: look the caller up at the call itself.
         const uint64_t lookup_pc = first ? pc : pc - 1;
+        const RegFile& cur = *cur_file;
+        RegFile& next = *next_file;
         const uint64_t sp = cur.r[kSpCol];
-        const UnwindModule* mod = snapshot->find(static_cast<uintptr_t>(lookup_pc));
-        RegFile next;
         uint64_t ra = 0;
         bool ra_from_stack = true;
         bool stepped = false;
-        Fde fde;
         CfiResult found = CfiResult::kNotFound;
-        if (mod != nullptr && mod->eh.table != nullptr)
-            found = find_fde(mod->eh, mod->cfi_range, lookup_pc, &fde);
-        if (found == CfiResult::kOk) {
+        if (have_cached) {
+            // This pc's row, worked out by an earlier walk: no lookup, no CFI to run.
             UnwindStop why = UnwindStop::kBottom;
-            if (!cfi_step(fde, lookup_pc, cur, stack_lo, stack_hi, &next, &ra, &ra_from_stack, &why)) {
+            if (!cached_step(cached, cur, stack_lo, stack_hi, &next, &ra, &ra_from_stack, &why)) {
                 st.stop = why;
                 return st.depth;
             }
             if (st.cfi_steps < UINT16_MAX) ++st.cfi_steps;
+            if (st.cached_steps < UINT16_MAX) ++st.cached_steps;
             stepped = true;
-        } else if (found != CfiResult::kNotFound) {
-            st.stop = stop_for(found);
-            return st.depth;
+            found = CfiResult::kOk;
+        }
+        const UnwindModule* mod = stepped ? nullptr : snapshot->find(static_cast<uintptr_t>(lookup_pc));
+        if (mod != nullptr && mod->eh.table != nullptr) {
+            Fde fde;  // only here: constructing one costs about what a kept step does
+            found = find_fde(mod->eh, mod->cfi_range, lookup_pc, &fde);
+            if (found == CfiResult::kOk) {
+                UnwindStop why = UnwindStop::kBottom;
+                CachedStep plain;
+                bool plain_ok = false;
+                const bool ok = cfi_step(fde, lookup_pc, cur, stack_lo, stack_hi, &next, &ra, &ra_from_stack, &why,
+                                         cache != nullptr ? &plain : nullptr, &plain_ok);
+                if (plain_ok) cache->insert(lookup_pc, snapshot->generation, plain);
+                if (!ok) {
+                    st.stop = why;
+                    return st.depth;
+                }
+                if (st.cfi_steps < UINT16_MAX) ++st.cfi_steps;
+                stepped = true;
+            } else if (found != CfiResult::kNotFound) {
+                st.stop = stop_for(found);
+                return st.depth;
+            }
         }
         uintptr_t slot = 0;
         uint64_t caller_fp = 0;
@@ -514,7 +595,10 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
             st.stop = UnwindStop::kNotRising;
             return st.depth;
         }
-        if (snapshot->find(static_cast<uintptr_t>(ra - 1)) == nullptr) {
+        // The caller's row, if an earlier walk kept it, is also proof that ra - 1 is in a
+        // module (only pcs with an FDE are kept); the next iteration uses it.
+        have_cached = cache != nullptr && cache->lookup(ra - 1, snapshot->generation, &cached);
+        if (!have_cached && snapshot->find(static_cast<uintptr_t>(ra - 1)) == nullptr) {
             st.stop = UnwindStop::kOutsideModules;
             return st.depth;
         }
@@ -528,7 +612,7 @@ uint32_t unwind_native(const UnwindSnapshot* snapshot, const RegisterContext& re
 #if defined(__x86_64__)
         next.set(kPcCol, pc);
 #endif
-        cur = next;
+        std::swap(cur_file, next_file);
         first = false;
     }
 }
