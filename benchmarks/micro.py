@@ -29,6 +29,7 @@ Each prints one JSON line. The runner derives the figures (docs/performance.md s
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -55,10 +56,16 @@ def _at_depth(extra: int, cpu_seconds: float) -> int:
     return _spin_until(time.thread_time() + cpu_seconds)
 
 
-def handler(depth: int, seconds: float, rate_hz: int) -> dict:
+def handler(
+    depth: int, seconds: float, rate_hz: int, native: bool = False, imports: tuple = ()
+) -> dict:
+    # Libraries loaded first (numpy, pandas, torch): the native walk looks modules up among
+    # every image the process has, so their number is part of its cost.
+    for name in imports:
+        importlib.import_module(name)
     extra = depth - stack_depth_here() - 1  # the frames _at_depth adds below this one
     if rate_hz:
-        spprof.start(interval_ms=1000.0 / rate_hz, mode="cpu")
+        spprof.start(interval_ms=1000.0 / rate_hz, mode="cpu", native=native)
     c0 = time.thread_time()
     iterations = _at_depth(extra, seconds)
     cpu = time.thread_time() - c0
@@ -295,7 +302,10 @@ def churn(count: int, mode: str) -> dict:
 def main(argv: list) -> int:
     what = argv[0]
     if what == "handler":
-        out = handler(int(argv[1]), float(argv[2]), int(argv[3]))
+        # handler DEPTH SECONDS RATE_HZ [native|python [IMPORT,IMPORT...]]
+        native = len(argv) > 4 and argv[4] == "native"
+        imports = tuple(x for x in argv[5].split(",") if x) if len(argv) > 5 else ()
+        out = handler(int(argv[1]), float(argv[2]), int(argv[3]), native, imports)
     elif what == "resolver":
         out = resolver(argv[1], float(argv[2]))
     elif what == "stop":

@@ -284,3 +284,23 @@ def test_native_libs_reads_py_spy_raw_stacks_as_a_user_would_count_them():
     assert stacks[0] == [("<module>", False), ("svd", False), ("dgemm_kernel", True)]
     # 3 of 4 samples end in native code; one native function named.
     assert native_libs.compare(stacks) == (4, 75.0, 1)
+
+
+def test_callgrind_handler_says_where_a_native_capture_s_instructions_go():
+    """benchmarks/callgrind_handler.py --native at a tiny size, so it never rots: a native
+    capture counts more instructions than the walk alone, and the unwinder's parts (module
+    lookup, CFI search and run, the step cache, its own work) are each reported."""
+    import shutil
+    import sys
+
+    if not sys.platform.startswith("linux") or shutil.which("valgrind") is None:
+        pytest.skip("callgrind: valgrind on Linux")
+    from benchmarks import callgrind_handler
+
+    r = callgrind_handler.instructions_per_capture(20, 0.3, 500, native=True)
+    assert r["samples"] > 0, r
+    per = r["unwinder_per_capture"]
+    assert set(per) == {k for k, _ in callgrind_handler.PARTS} | {"unwind_own"}, r
+    assert 0 < per["unwind_native"] < r["instructions_per_capture"], r
+    # Most steps come from the cache after the first captures: it is looked up every frame.
+    assert per["step_cache_lookup"] > 0, r
