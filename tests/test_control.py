@@ -42,7 +42,13 @@ LOOK_LINE = line_of("if os.path.exists(STOP):")
 class Target:
     """control_target.py running under spprof; stop() ends it and returns its output."""
 
-    def __init__(self, tmp: Path, how: str = "cli", env: Optional[dict[str, str]] = None):
+    def __init__(
+        self,
+        tmp: Path,
+        how: str = "cli",
+        env: Optional[dict[str, str]] = None,
+        cli_args: tuple[str, ...] = (),
+    ):
         self.dir = tmp / "shared"
         self.dir.mkdir()
         self.env = dict(os.environ, **(env or {}))
@@ -50,7 +56,7 @@ class Target:
         self.env.pop("SPPROF_DEBUG", None)
         if how == "cli":
             out = str(self.dir / "cli.spprof")
-            args = ["-m", "spprof", "-q", "-o", out, str(TARGET), str(self.dir)]
+            args = ["-m", "spprof", "-q", *cli_args, "-o", out, str(TARGET), str(self.dir)]
         else:
             args = [str(TARGET), str(self.dir), how]
         self.proc = subprocess.Popen(
@@ -129,6 +135,47 @@ def test_dump_as_text_reads_like_py_spy_dump(target: Target):
     assert heads[0].startswith(f'Thread {target.pid} "MainThread" (running, ')
     assert heads[1].startswith("Thread ") and '"waiter" (idle, ' in heads[1]
     assert f"    waiting ({TARGET}:{WAITER_LINE})" in lines
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="native frames: Linux here")
+def test_dump_of_a_native_session_gives_the_last_sample_with_c_frames_and_the_gil(
+    tmp_path: Path,
+):
+    # Issue 25: "on-CPU / idle / holding the GIL, ... native frames when the session has
+    # them". The main thread hashes 1 MiB buffers (OpenSSL's SHA-256, GIL let go); the dump
+    # adds each sampled thread's last sample of its span: C frames under `hash_spin`, and
+    # whether it held the GIL. Old code: neither (sys._current_frames has no C frames).
+    t = Target(tmp_path, env={"CONTROL_TARGET_SPIN": "hash"}, cli_args=("--native", "-i", "2"))
+    try:
+        for _ in range(3):  # the flag's look every 50 ms of CPU may be the last sample: rare
+            answer = dump_json(t)
+            main = next(th for th in answer["threads"] if th["main"])
+            last = main["last_sample"]
+            if any(f["function"] == "hash_spin" for f in last["frames"]):
+                break
+        assert 0 <= last["age_ms"] < 5000, last
+        assert last["gil"] in (True, False), last
+        names = [(f["function"], f["native"]) for f in last["frames"]]
+        at = names.index(("hash_spin", False))
+        # Leaf first: the hash's C frames above hash_spin, then spin and the module below it.
+        assert at > 0 and all(native for _, native in names[:at]), names
+        assert [n for n, native in names[at:] if not native][:3] == [
+            "hash_spin",
+            "spin",
+            "<module>",
+        ]
+        # The waiter, blocked since start, drew no sample in a CPU session: no last sample.
+        waiter = next(th for th in answer["threads"] if th["name"] == "waiter")
+        assert "last_sample" not in waiter, waiter
+        text = t.spprof("dump", str(t.pid))
+        assert text.returncode == 0, text.stderr
+        lines = text.stdout.splitlines()
+        head = next(ln for ln in lines if ln.startswith(f"Thread {t.pid} "))
+        assert "holding the GIL" in head, lines
+        assert any(ln.startswith("  last sample, ") for ln in lines), lines
+        t.stop()
+    finally:
+        t.kill()
 
 
 def test_record_pid_writes_a_window_of_the_next_seconds_in_the_format_asked(target: Target):

@@ -11,7 +11,9 @@ GIL) and calls serve() with the GIL when a client waits or a request's time has 
 (session/control_wake.h). serve() never blocks: sockets are non-blocking, and a request
 not read within READ_TIMEOUT_S is dropped. One request per connection, a JSON line each way:
 
-    {"cmd": "dump"}                     -> after DUMP_SPAN_S: {"ok": true, "threads": [...]}
+    {"cmd": "dump"}                     -> after DUMP_SPAN_S: {"ok": true, "threads": [...]},
+                                           each sampled thread with its "last_sample" of
+                                           the span (native frames, "gil")
     {"cmd": "window", "seconds": S}     -> after S seconds: {"ok": true, "path": P, ...},
      (with "until_end": true, also when the client sends {"cmd": "end"} before)
                                            the window's profile in .spprof form at P (in
@@ -127,6 +129,7 @@ class _Client:
     window: Any = None  # the session's window (_windows.Window) while one is open
     until_end: bool = False  # the window also ends when the client sends {"cmd": "end"}
     dump_from: Optional[tuple[float, dict[int, int]]] = None  # a dump's first CPU readings
+    dump_window: Any = None  # a window over the dump's span: each thread's last sample
     due: float = 0.0  # monotonic: when the window closes, or the dump is taken
     deadline: float = 0.0  # monotonic: when the client is dropped
 
@@ -135,9 +138,11 @@ class _Client:
         self.deadline = now + SEND_TIMEOUT_S
 
 
-# The session's part: a window opened now, and the window's profile written to a path.
+# The session's part: a window opened now, and the window's profile written to a path, or
+# handed over (a dump's span: each thread's last sample).
 OpenWindow = Callable[[float], Any]  # its length in seconds (at most: it may end earlier)
 CloseWindow = Callable[[Any, str], Optional[int]]  # -> samples written, None: session gone
+TakeWindow = Callable[[Any], Any]  # -> the window's Profile, None: session gone
 
 
 @dataclass
@@ -148,6 +153,7 @@ class Channel:
     directory: str
     open_window: OpenWindow
     close_window: CloseWindow
+    take_window: Optional[TakeWindow] = None
     clients: list[_Client] = field(default_factory=list)
     lost: bool = False  # the program closed our number (or reused it)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -224,8 +230,11 @@ class Channel:
                     else:
                         assert c.dump_from is not None
                         t0, cpu0 = c.dump_from
-                        c.dump_from = None
-                        c.answer(dump(cpu0, now - t0), now)
+                        window, c.dump_from, c.dump_window = c.dump_window, None, None
+                        profile = None
+                        if window is not None and self.take_window is not None:
+                            profile = self.take_window(window)
+                        c.answer(dump(cpu0, now - t0, profile), now)
                     self._step(c, now)
                     return
             else:
@@ -261,6 +270,10 @@ class Channel:
         cmd = request.get("cmd")
         if cmd == "dump":
             c.dump_from, c.due = (now, _cpu_times()), now + DUMP_SPAN_S
+            # The span's samples give each sampled thread's last stack with native frames
+            # and whether it held the GIL, which sys._current_frames cannot tell.
+            if self.take_window is not None:
+                c.dump_window = self.open_window(DUMP_SPAN_S)
         elif cmd == "window":
             seconds = request.get("seconds")
             if not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_WINDOW_S:
@@ -319,7 +332,7 @@ class Channel:
             for c in list(self.clients):
                 try:
                     if _waiting(c):
-                        c.window = c.dump_from = None
+                        c.window = c.dump_from = c.dump_window = None
                         c.answer({"ok": False, "error": "the session ended"}, now)
                     if c.outbuf:
                         c.conn.setblocking(True)
@@ -359,10 +372,42 @@ def _cpu_times() -> dict[int, int]:
     return out
 
 
-def dump(cpu0: dict[int, int], span_s: float) -> dict[str, Any]:
+def _last_samples(profile: Any) -> dict[int, Any]:
+    """{native thread id: its latest sample} of a dump span's window."""
+    last: dict[int, Any] = {}
+    for s in profile.samples if profile is not None else ():
+        seen = last.get(s.native_thread_id)
+        if seen is None or s.timestamp_ns >= seen.timestamp_ns:
+            last[s.native_thread_id] = s
+    return last
+
+
+def _last_sample(s: Any, now_ns: int) -> dict[str, Any]:
+    """A thread's latest sample of the span, as the dump tells it: its stack leaf first with
+    native frames (native mode), whether it held the GIL (None: not known), how long ago."""
+    return {
+        "age_ms": max(0, round((now_ns - s.timestamp_ns) / 1e6)),
+        "gil": s.gil,
+        "on_cpu": s.on_cpu and not s.idle,
+        "frames": [
+            {
+                "function": f.display_name,
+                "file": f.filename,
+                "line": f.lineno,
+                "native": f.is_native,
+            }
+            for f in reversed(s.frames)
+        ],
+    }
+
+
+def dump(cpu0: dict[int, int], span_s: float, profile: Any = None) -> dict[str, Any]:
     """Every thread's Python stack now (the drain thread holds the GIL: each other thread
     is stopped between two bytecodes or in a call that let the GIL go), and whether it ran
-    in the span before (cpu0: its CPU clock then)."""
+    in the span before (cpu0: its CPU clock then). `profile`: the span's window, whose
+    latest sample of each thread is added (native frames, the GIL)."""
+    last = _last_samples(profile)
+    now_ns = _ext.monotonic_ns()
     me = threading.get_ident()
     known = dict(threading._active)  # type: ignore[attr-defined]  # no dummy made for us
     cpu1 = _cpu_times()
@@ -401,6 +446,9 @@ def dump(cpu0: dict[int, int], span_s: float) -> dict[str, Any]:
                 "frames": frames,
             }
         )
+        native_id = getattr(t, "native_id", None) if t is not None else None
+        if isinstance(native_id, int) and native_id in last:
+            threads[-1]["last_sample"] = _last_sample(last[native_id], now_ns)
     threads.sort(key=lambda t: (not t["main"], t["native_id"] or 0))
     return {"ok": True, "pid": os.getpid(), "argv": list(sys.argv), "threads": threads}
 
@@ -415,7 +463,12 @@ def enabled() -> bool:
     return os.environ.get("SPPROF_CONTROL", "1") != "0"
 
 
-def open_channel(open_window: OpenWindow, close_window: CloseWindow, tidy: bool) -> None:
+def open_channel(
+    open_window: OpenWindow,
+    close_window: CloseWindow,
+    tidy: bool,
+    take_window: Optional[TakeWindow] = None,
+) -> None:
     """Listen for this session (never raises: a process that cannot have a channel is
     profiled all the same, and says why in the debug log). `tidy`: also remove the files of
     processes that are gone (not in each of a --subprocesses family's many children)."""
@@ -442,7 +495,9 @@ def open_channel(open_window: OpenWindow, close_window: CloseWindow, tidy: bool)
     except OSError as exc:
         _debug.debug(f"control: no control socket: {exc}")
         return
-    _channel = Channel(sock, path, identity(sock), directory, open_window, close_window)
+    _channel = Channel(
+        sock, path, identity(sock), directory, open_window, close_window, take_window
+    )
     _ext._control_listen(sock.fileno(), _channel.serve)
     _debug.debug(f"control: listening on {path}")
 

@@ -279,7 +279,9 @@ def start_checked(cfg: ValidConfig, *, progress: bool = False) -> None:
             _subprocesses.begin(cfg)
     if listener is not None:
         _http.serve(listener, _http_window)
-    _control.open_channel(_control_window, _control_window_to, not _subprocesses.in_child())
+    _control.open_channel(
+        _control_window, _control_window_to, not _subprocesses.in_child(), _control_window_profile
+    )
     # Waiting tasks and greenlets (wall mode), tasks' names (_censuses.py), when asked for
     _censuses.start(cfg.mode, cfg.async_tasks, cfg.greenlets, _ext.monotonic_ns, _ext._python_tick)
     if cfg.output_path is not None:
@@ -548,6 +550,12 @@ def _control_window_to(window: _windows.Window, path: str) -> Optional[int]:
         return None
     write(profile, path, "spprof")
     return profile.sample_count
+
+
+def _control_window_profile(window: _windows.Window) -> Optional[Profile]:
+    """The window's profile (a dump's span: each thread's last sample); None when the session
+    is gone."""
+    return _close_window(window, _metadata(window.session))
 
 
 def stats() -> SessionStats:

@@ -7,6 +7,7 @@ blocked on an Event, writes its pid to DIR/ready, then burns CPU in spin() on th
 thread until DIR/stop exists, and ends.
 """
 
+import hashlib
 import os
 import sys
 import threading
@@ -32,8 +33,22 @@ def spin() -> int:
             if os.path.exists(STOP):
                 return x
             next_look = time.thread_time() + 0.05
+        if HASH:
+            hash_spin()
+            continue
         for i in range(20000):  # the spinner's line
             x += i * i
+
+
+# CONTROL_TARGET_SPIN=hash: the main thread's CPU goes to C (OpenSSL's SHA-256, which lets the
+# GIL go for a buffer this large) instead of Python code: native frames for `dump`.
+HASH = os.environ.get("CONTROL_TARGET_SPIN") == "hash"
+BUFFER = bytes(1 << 20)
+
+
+def hash_spin() -> None:
+    for _ in range(4):
+        hashlib.sha256(BUFFER).digest()  # the hashing line
 
 
 if sys.argv[2:] == ["api"]:
