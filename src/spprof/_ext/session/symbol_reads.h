@@ -15,6 +15,11 @@
 // it; a mutex (normal context only) hands the lists over, never held during a read.
 #pragma once
 
+// Python.h (through resolver.h) before any system header: 3.15's pyconfig.h defines
+// _XOPEN_SOURCE, which clashes with the one a system header has already set.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 #include <cstdint>
 #include <mutex>
 #include <map>
