@@ -545,7 +545,7 @@ def _control_window(seconds: float) -> Optional[_windows.Window]:
 def _control_window_to(window: _windows.Window, path: str) -> Optional[int]:
     """The window's profile written to `path` (.spprof); its samples, None when the session
     is gone."""
-    profile = _close_window(window, _metadata(window.session))
+    profile = _control_window_profile(window)
     if profile is None:
         return None
     write(profile, path, "spprof")

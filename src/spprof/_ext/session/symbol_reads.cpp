@@ -6,9 +6,8 @@
 namespace spprof {
 
 bool SymbolReads::defer(const ModuleTables& t) {
-    const int kind = (t.want_symbols ? 1 : 0) | (t.want_starts ? 2 : 0);
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto asked = asked_.emplace(std::make_pair(t.path, kind), false);
+    const auto asked = asked_.emplace(key_of(t), false);
     if (!asked.second) return !asked.first->second;  // waits until installed, then never again
     ModuleTables q;
     q.path = t.path;
@@ -42,8 +41,7 @@ void SymbolReads::install(Symbolizer& s) {
         ready.swap(ready_);
     }
     for (ModuleTables& t : ready) {
-        const int kind = (t.want_symbols ? 1 : 0) | (t.want_starts ? 2 : 0);
-        const std::pair<std::string, int> key(t.path, kind);
+        const std::pair<std::string, int> key = key_of(t);
         s.install(std::move(t));
         std::lock_guard<std::mutex> lock(mutex_);
         asked_[key] = true;

@@ -4,14 +4,14 @@
 // (unwind/symbolizer.h). Read under the GIL, that stops the program for as long as the file
 // takes (libtorch_cpu.so: 60 ms from the page cache, twice that from disk). So the drain
 // thread's pass, meeting a record whose names need a file, leaves the record in its ring and
-// queues the file here (want); once the pass has let the GIL go, the drain thread reads every
+// queues the file here (defer); once the pass has let the GIL go, the drain thread reads every
 // queued file (read_queued) and asks for a pass at once; that pass installs the tables into
 // the symbolizer (install) before it reads a ring. A file is queued at most once per kind
 // and session: while it is queued or read, every record that needs it waits; asked again once
 // installed (the module was loaded again since), the caller reads it itself, so no record
 // waits twice for the same file.
 //
-// Threads: want and install with the GIL (the drain), read_queued on the drain thread without
+// Threads: defer and install with the GIL (the drain), read_queued on the drain thread without
 // it; a mutex (normal context only) hands the lists over, never held during a read.
 #pragma once
 
@@ -53,6 +53,9 @@ private:
     std::vector<ModuleTables> ready_;   // read, not yet installed
     // (path, 1: symbols, 2: starts) ever queued -> installed yet
     std::map<std::pair<std::string, int>, bool> asked_;
+    static std::pair<std::string, int> key_of(const ModuleTables& t) {
+        return {t.path, (t.want_symbols ? 1 : 0) | (t.want_starts ? 2 : 0)};
+    }
     uint64_t files_read_ = 0;
     uint64_t read_ns_ = 0;
 };

@@ -41,7 +41,7 @@ struct CachedStep {
     uint8_t cfa_col = 0;
     uint8_t ra_col = 0;
     uint8_t saves = 0;   // entries of col/offset used
-    uint8_t flags = 0;   // kRaUndefined, kRaOnStack, kDrapSame
+    uint8_t flags = 0;   // kRaUndefined, kRaOnStack, kSameValueAt
     uint8_t col[kMaxCachedSaves] = {};
     int16_t offset[kMaxCachedSaves] = {};  // CFA-relative, in bytes
 

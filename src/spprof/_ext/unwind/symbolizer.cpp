@@ -233,19 +233,22 @@ bool Symbolizer::needs_file_read(uint64_t pc, ModuleTables* out) {
 }
 
 void Symbolizer::install(ModuleTables&& t) {
-    Module* first = nullptr;  // a path loaded twice: the second copy of the table is copied
+    // Usually one module has the path; one loaded twice (dlmopen) gets a copy each, the last
+    // one the tables themselves.
+    std::vector<Module*> symbols, starts;
     for (auto& m : modules_) {
         if (m->path != t.path) continue;
-        if (t.want_symbols && !m->symbols_read) {
-            m->symbols_read = true;
-            m->has_symbols = t.has_symbols;
-            m->table = first != nullptr ? first->table : std::move(t.symbols);
-        }
-        if (t.want_starts && !m->starts_read) {
-            m->starts_read = true;
-            m->starts = first != nullptr ? first->starts : std::move(t.starts);
-        }
-        if (first == nullptr) first = m.get();
+        if (t.want_symbols && !m->symbols_read) symbols.push_back(m.get());
+        if (t.want_starts && !m->starts_read) starts.push_back(m.get());
+    }
+    for (size_t i = 0; i < symbols.size(); ++i) {
+        symbols[i]->symbols_read = true;
+        symbols[i]->has_symbols = t.has_symbols;
+        symbols[i]->table = i + 1 == symbols.size() ? std::move(t.symbols) : t.symbols;
+    }
+    for (size_t i = 0; i < starts.size(); ++i) {
+        starts[i]->starts_read = true;
+        starts[i]->starts = i + 1 == starts.size() ? std::move(t.starts) : t.starts;
     }
 }
 

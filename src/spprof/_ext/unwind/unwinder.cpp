@@ -1,8 +1,6 @@
 // unwind/unwinder.cpp: unwind_native (see unwinder.h). SIGNAL-SAFE and NO-HEAP throughout.
 #include "unwind/unwinder.h"
 
-#include "unwind/step_cache.h"
-
 #include <cstring>
 #include <utility>
 
