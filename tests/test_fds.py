@@ -214,6 +214,110 @@ def test_the_lowest_free_fd_is_the_programs_in_wall_mode_with_threads_alive(tmp_
     assert lost == 0
 
 
+# The same loop in native mode while spprof reads module files for names: a thread loads one
+# library after another (copies of one, each a module of its own) and runs in each, so the
+# drain reads a new module's symbol table every ~15 ms while the loop runs.
+LIBRARY_SOURCE = r"""
+#include <time.h>
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+__attribute__((noinline)) static long spin(long n) {
+    volatile long x = 0;
+    for (long i = 0; i < n; ++i) x += i;
+    return x;
+}
+void run(double seconds) { double t0 = now(); while (now() - t0 < seconds) spin(20000); }
+"""
+
+LOWEST_FREE_NATIVE = textwrap.dedent(
+    """
+    import ctypes, os, sys, threading, time
+    import spprof
+
+    libs = sys.argv[1:]
+    loaded = threading.Event()
+    def load_one_after_another():
+        for path in libs:
+            run = ctypes.CDLL(path).run
+            run.argtypes = [ctypes.c_double]
+            run(0.01)
+            time.sleep(0.005)
+        loaded.set()
+    spprof.start(interval_ms=1, native=True)
+    loader = threading.Thread(target=load_one_after_another)
+    loader.start()
+    saved = os.dup(2)
+    devnull = os.devnull
+    loops = failures = 0
+    while not loaded.is_set():
+        os.close(2)
+        fd = os.open(devnull, os.O_RDONLY)
+        try:
+            if fd != 2:
+                failures += 1
+        finally:
+            try:
+                os.dup2(saved, 2)
+            except OSError as e:
+                failures += 1
+                os.write(saved, f"dup2: {e}\\n".encode())
+            if fd != 2:
+                os.close(fd)
+        loops += 1
+    loader.join()
+    time.sleep(0.2)  # the last module's read, before stop() (which reads with the GIL)
+    profile = spprof.stop()
+    names = {f.function_name for s in profile.samples for f in s.frames if f.is_native}
+    st = profile.stats
+    print(loops, failures, st.get("symbol_files_read_off_gil", 0), st.get("fd_tables_own", 0),
+          int("spin" in names))
+    """
+)
+
+
+def test_the_lowest_free_fd_is_the_programs_while_native_mode_reads_module_files(tmp_path):
+    # Issue 24, "opens and closes no descriptor behind its back": module files for native
+    # frames' names were opened by spprof's drain thread at the lowest free number. Now they
+    # are read on a thread of spprof's in a descriptor table of its own.
+    import shutil
+
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    src = tmp_path / "spin.c"
+    src.write_text(LIBRARY_SOURCE)
+    first = tmp_path / "libspin0.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(src), "-o", str(first)], check=True)
+    libs = [first]
+    for i in range(1, 80):
+        copy = tmp_path / f"libspin{i}.so"
+        shutil.copyfile(first, copy)
+        libs.append(copy)
+    script = tmp_path / "lowest_native.py"
+    script.write_text(LOWEST_FREE_NATIVE)
+    r = subprocess.run(
+        [sys.executable, str(script), *map(str, libs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
+    assert r.returncode == 0, r.stderr
+    loops, failures, read_off_gil, own_tables, spin_named = (int(x) for x in r.stdout.split())
+    assert loops > 100, r.stdout
+    # The files were read while the loop ran (one per module at least), and the samples in
+    # the libraries were named from them.
+    assert read_off_gil >= 20, r.stdout
+    assert spin_named == 1, r.stdout
+    # Before: each read opened its module on 2 whenever the loop had just closed it (os.open
+    # returned 3, or dup2 met EBUSY): failures in 5 of 5 runs (checked at 7ac57e3).
+    assert failures == 0, r.stdout + r.stderr
+    assert own_tables >= 1, r.stdout
+
+
 # Counts the descriptors open before start, during a session and after stop.
 FD_COUNT = textwrap.dedent(
     """

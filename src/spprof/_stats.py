@@ -136,6 +136,10 @@ class SessionStats(Mapping[str, Any]):
     fds_held: Optional[int] = None
     fds_lost: Optional[int] = None
     fds_proc_over_budget: Optional[int] = None
+    # spprof's threads (since the module loaded) that opened files in a descriptor table of
+    # their own, and those the OS refused one (they share the program's, as before).
+    fd_tables_own: Optional[int] = None
+    fd_tables_refused: Optional[int] = None
     # Counters this version of the Python side has no field for (a newer extension's).
     extra: dict[str, Any] = field(default_factory=dict)
 

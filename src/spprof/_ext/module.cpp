@@ -209,6 +209,11 @@ PyObject* build_stats(const Session* s) {
         ok = put(d, "fds_held", PyLong_FromUnsignedLongLong(held_fds_open())) &&
              put(d, "fds_lost", PyLong_FromUnsignedLongLong(held_fds_lost())) &&
              put(d, "fds_proc_over_budget", PyLong_FromUnsignedLongLong(platform_proc_files_over_budget()));
+        // spprof's threads that open files in a descriptor table of their own (platform.h).
+        uint64_t own = 0, refused = 0;
+        platform_own_fd_table_counts(&own, &refused);
+        ok = ok && put(d, "fd_tables_own", PyLong_FromUnsignedLongLong(own)) &&
+             put(d, "fd_tables_refused", PyLong_FromUnsignedLongLong(refused));
     }
     if (ok && s != nullptr && s->wall_sampler() != nullptr) {
         const WallSampler* w = s->wall_sampler();

@@ -78,6 +78,34 @@ int own_thread_create(pthread_t* thread, void* (*fn)(void*), void* arg) {
     return 0;
 }
 
+OwnFdTableScope::OwnFdTableScope() { platform_own_fd_table_enter(); }
+OwnFdTableScope::~OwnFdTableScope() { platform_own_fd_table_leave(); }
+
+namespace {
+struct Apart {
+    void (*fn)(void*);
+    void* arg;
+};
+
+void* run_apart_main(void* p) {
+    OwnThreadScope own;  // its CPU time is spprof's in the balance
+    OwnFdTableScope table;
+    const auto* apart = static_cast<const Apart*>(p);
+    apart->fn(apart->arg);
+    return nullptr;
+}
+}  // namespace
+
+void own_thread_run_apart(void (*fn)(void*), void* arg) {
+    Apart apart{fn, arg};
+    pthread_t thread;
+    if (own_thread_create(&thread, &run_apart_main, &apart) != 0) {
+        fn(arg);
+        return;
+    }
+    pthread_join(thread, nullptr);
+}
+
 void own_thread_leave() {
     const uint64_t tid = platform_current_tid();
     for (auto& slot : g_tids) {

@@ -30,6 +30,11 @@ void own_thread_enter();
 int own_thread_create(pthread_t* thread, void* (*fn)(void*), void* arg);
 // On the thread itself, as it ends: its CPU clock is read one last time. Any thread, no GIL.
 void own_thread_leave();
+// Runs fn(arg) on a new thread of spprof's in a descriptor table of its own
+// (platform_own_fd_table_enter) and returns once that thread has ended: the files fn opens take
+// none of the program's numbers. Where no thread can be made, fn runs on the caller's thread
+// (in the program's table, as it would without this). Normal context, no GIL needed.
+void own_thread_run_apart(void (*fn)(void*), void* arg);
 // True when `tid` is one of spprof's live threads, or one that left less than a second ago
 // (the kernel still lists it for a moment). Any thread, async-signal-safe.
 bool own_thread(uint64_t tid);
@@ -42,6 +47,16 @@ uint64_t own_threads_ended_cpu_ns();
 void own_threads_after_fork_child();
 // Threads that found the table full (should stay 0).
 uint64_t own_threads_overflow();
+
+// RAII, on one of spprof's threads that never uses a descriptor of the program's: a
+// descriptor table of its own for the thread's lifetime (platform.h).
+class OwnFdTableScope {
+public:
+    OwnFdTableScope();
+    ~OwnFdTableScope();
+    OwnFdTableScope(const OwnFdTableScope&) = delete;
+    OwnFdTableScope& operator=(const OwnFdTableScope&) = delete;
+};
 
 // RAII: enter in the constructor, leave in the destructor.
 class OwnThreadScope {

@@ -130,6 +130,15 @@ bool platform_signal_thread(uint64_t /*tid*/, uint32_t /*serial*/) { return fals
 
 int platform_thread_runnable(uint64_t /*tid*/) { return -1; }  // the Mach sampler reads run states
 
+// No per-thread descriptor tables on macOS, and nothing for one: spprof's threads open no file
+// while the program runs there (no /proc; the Mach sampler reads threads through Mach calls).
+bool platform_own_fd_table_enter() { return false; }
+void platform_own_fd_table_leave() {}
+void platform_own_fd_table_counts(uint64_t* made, uint64_t* refused) {
+    *made = 0;
+    *refused = 0;
+}
+
 // The Mach sampler's interval is fixed for a session: no overhead budget on macOS yet.
 Error platform_set_interval(uint64_t /*interval_ns*/) {
     return Error::not_implemented("changing the interval of a running Mach sampler");

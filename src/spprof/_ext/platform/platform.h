@@ -224,6 +224,22 @@ void platform_proc_files_close();
 uint64_t platform_proc_files_over_budget();
 uint64_t platform_proc_thread_fds_opened();
 
+// ---- a descriptor table of spprof's own (Linux; fd_table_linux.cpp) -------------------------
+// On one of spprof's threads, first thing, normal context: the thread leaves the program's
+// descriptor table for one of its own holding none of the program's descriptors (Linux:
+// unshare(CLONE_FILES), then every copy closed, so the program's last close of a pipe or a
+// socket stays the last). What the thread opens from then on takes no number of the program's,
+// and the program's closes, dup2s and closeranges never reach it; its /proc reads
+// (platform_thread_runnable) go through descriptors opened in its own table. Only for threads
+// that never use a descriptor of the program's (no stderr, no control socket). True when it
+// did; false when the OS refused (counted; the thread shares the program's table as before),
+// and on macOS, where spprof's threads open no file while the program runs.
+bool platform_own_fd_table_enter();
+// The same thread, before it ends (after platform_own_fd_table_enter, whatever it returned).
+void platform_own_fd_table_leave();
+// Threads that got a table of their own, and that were refused one, since the module loaded.
+void platform_own_fd_table_counts(uint64_t* made, uint64_t* refused);
+
 // ---- exit signals (the CLI, start(output_path=...)) ------------------------------------------
 // Under the CLI, SIGTERM, SIGHUP and SIGQUIT end the program as they would without spprof,
 // after the profile is written. The handler (SIGNAL-SAFE, exit_signals_posix.cpp) only counts

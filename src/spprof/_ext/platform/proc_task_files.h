@@ -28,4 +28,10 @@ ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len);
 // The session's descriptors were found to be the program's (closed, reused). Any thread.
 bool proc_task_files_lost();
 
+// On a thread that has just taken a descriptor table of its own (platform_own_fd_table_enter):
+// from here its reads go through descriptors opened in that table (the directory now, each
+// thread's stat on first use), apart from the session's. Leave before the thread ends.
+void proc_task_files_enter_own_table();
+void proc_task_files_leave_own_table();
+
 }  // namespace spprof

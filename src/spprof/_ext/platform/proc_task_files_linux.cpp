@@ -54,17 +54,25 @@ struct TaskFiles {
     bool lost = false;
 };
 
-TaskFiles& files() {
+// The session's, in the program's descriptor table.
+TaskFiles& shared_files() {
     static TaskFiles* f = new TaskFiles;  // never destroyed: a late reader must find it
     return *f;
 }
 
+// A thread with a descriptor table of its own (fd_table_linux.cpp) reads through descriptors
+// in that table: those in the program's are not its to use (the numbers name other files there).
+thread_local TaskFiles* t_own_table_files = nullptr;
+
+TaskFiles& files() { return t_own_table_files != nullptr ? *t_own_table_files : shared_files(); }
+
 std::atomic<uint64_t> g_over_budget{0};
 std::atomic<uint64_t> g_thread_fds_opened{0};
 
-// A fork while a spprof thread holds the mutex must not leave it held in the child.
-void fork_prepare() { files().mutex.lock(); }
-void fork_release() { files().mutex.unlock(); }
+// A fork while a spprof thread holds the mutex must not leave it held in the child. (A
+// thread's own table's files are its alone, and spprof's threads are stopped across a fork.)
+void fork_prepare() { shared_files().mutex.lock(); }
+void fork_release() { shared_files().mutex.unlock(); }
 
 size_t thread_fd_budget() {
     struct rlimit lim;
@@ -107,6 +115,24 @@ Error platform_proc_files_open() {
     return Error::none();
 }
 
+void proc_task_files_enter_own_table() {
+    auto* f = new TaskFiles;
+    HeldFd dir;
+    // Out of the program's table: no number of the program's is taken, none can be lost.
+    if (HeldFd::adopt(open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC), &dir).ok()) {
+        f->dir = std::move(dir);
+        f->owner = getpid();
+        f->budget = thread_fd_budget();
+    }
+    delete t_own_table_files;
+    t_own_table_files = f;
+}
+
+void proc_task_files_leave_own_table() {
+    delete t_own_table_files;
+    t_own_table_files = nullptr;
+}
+
 void platform_proc_files_close() {
     TaskFiles& f = files();
     std::lock_guard<std::mutex> lock(f.mutex);
@@ -125,22 +151,22 @@ bool proc_task_files_lost() {
 uint64_t platform_proc_files_over_budget() { return g_over_budget.load(std::memory_order_relaxed); }
 uint64_t platform_proc_thread_fds_opened() { return g_thread_fds_opened.load(std::memory_order_relaxed); }
 
-int proc_task_list(std::vector<uint64_t>* tids) {
+namespace {
+
+// The tids /proc/self/task lists now, through f's directory; the per-thread descriptors of
+// threads no longer listed are closed. f's mutex held. False when the list failed.
+bool list_and_prune(TaskFiles& f, std::vector<uint64_t>* tids) {
     tids->clear();
-    TaskFiles& f = files();
-    std::lock_guard<std::mutex> lock(f.mutex);
-    if (!usable(f)) return 0;
-    if (f.lost) return -1;
     const int fd = f.dir.get();
     if (fd < 0) {
         mark_lost(f);
-        return -1;
+        return false;
     }
-    if (lseek(fd, 0, SEEK_SET) != 0) return -1;
+    if (lseek(fd, 0, SEEK_SET) != 0) return false;
     alignas(8) char buf[16384];
     for (;;) {
         const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
-        if (n < 0) return -1;
+        if (n < 0) return false;
         if (n == 0) break;
         for (long off = 0; off < n;) {
             const auto* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
@@ -155,7 +181,18 @@ int proc_task_list(std::vector<uint64_t>* tids) {
     std::sort(tids->begin(), tids->end());
     for (auto it = f.stat_by_tid.begin(); it != f.stat_by_tid.end();)
         it = std::binary_search(tids->begin(), tids->end(), it->first) ? std::next(it) : f.stat_by_tid.erase(it);
-    return 1;
+    return true;
+}
+
+}  // namespace
+
+int proc_task_list(std::vector<uint64_t>* tids) {
+    tids->clear();
+    TaskFiles& f = files();
+    std::lock_guard<std::mutex> lock(f.mutex);
+    if (!usable(f)) return 0;
+    if (f.lost) return -1;
+    return list_and_prune(f, tids) ? 1 : -1;
 }
 
 ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len) {
@@ -167,6 +204,12 @@ ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len) {
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto it = f.stat_by_tid.find(tid);
         if (it == f.stat_by_tid.end()) {
+            if (f.stat_by_tid.size() >= f.budget && t_own_table_files == &f) {
+                // A thread's own table has no scan to close the descriptors of threads that
+                // ended (the session's scan prunes the session's): pruned here, when full.
+                std::vector<uint64_t> listed;
+                list_and_prune(f, &listed);
+            }
             if (f.stat_by_tid.size() >= f.budget) {
                 g_over_budget.fetch_add(1, std::memory_order_relaxed);
                 return -2;

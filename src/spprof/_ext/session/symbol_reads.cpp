@@ -1,6 +1,7 @@
 // symbol_reads.cpp: see symbol_reads.h.
 #include "symbol_reads.h"
 
+#include "../own_threads.h"
 #include "../platform/platform.h"
 
 namespace spprof {
@@ -25,7 +26,13 @@ bool SymbolReads::read_queued() {
     }
     if (work.empty()) return false;
     const uint64_t t0 = platform_monotonic_ns();
-    for (ModuleTables& t : work) read_module_tables(&t);
+    // On a thread in a descriptor table of its own: opening a module's file takes none of the
+    // program's numbers (the drain thread itself shares them: the control socket, stderr).
+    own_thread_run_apart(
+        [](void* p) {
+            for (ModuleTables& t : *static_cast<std::vector<ModuleTables>*>(p)) read_module_tables(&t);
+        },
+        &work);
     const uint64_t took = platform_monotonic_ns() - t0;
     std::lock_guard<std::mutex> lock(mutex_);
     files_read_ += work.size();

@@ -12,7 +12,9 @@
 // waits twice for the same file.
 //
 // Threads: defer and install with the GIL (the drain), read_queued on the drain thread without
-// it; a mutex (normal context only) hands the lists over, never held during a read.
+// it, which reads the files on a short-lived thread of spprof's in a descriptor table of its own
+// (own_thread_run_apart: no open takes a number of the program's); a mutex (normal context
+// only) hands the lists over, never held during a read.
 #pragma once
 
 // Python.h (through resolver.h) before any system header: 3.15's pyconfig.h defines
