@@ -149,12 +149,44 @@ def test_a_pipe_reopened_on_3_and_4_is_neither_read_nor_closed_by_spprof(tmp_pat
     assert r.stdout == "b'after'\n"
 
 
-# The lowest-free-fd loop of CPython's test_subprocess (test_swap_std_fds_with_one_closed), in
-# wall mode at 1 ms with threads alive (blocked, so the census reads their state every tick).
-LOWEST_FREE = textwrap.dedent(
+# The lowest-free-fd loop of CPython's test_subprocess (test_swap_std_fds_with_one_closed):
+# close 2, open (must return 2), dup2 stderr back, until done(); (loops, failures).
+REOPEN_FD2 = textwrap.dedent(
     """
+    def reopen_fd2_until(done):
+        saved = os.dup(2)
+        loops = failures = 0
+        while not done():
+            os.close(2)
+            fd = os.open(os.devnull, os.O_RDONLY)
+            try:
+                if fd != 2:
+                    failures += 1
+            finally:
+                try:
+                    os.dup2(saved, 2)
+                except OSError as e:
+                    failures += 1
+                    os.write(saved, f"dup2: {e}\\n".encode())
+                if fd != 2:
+                    os.close(fd)
+            loops += 1
+        return loops, failures
+    """
+)
+
+# The loop in wall mode at 1 ms with threads alive (blocked, so the census reads their state
+# every tick).
+LOWEST_FREE = (
+    textwrap.dedent(
+        """
     import os, sys, threading, time
     import spprof
+    """
+    )
+    + REOPEN_FD2
+    + textwrap.dedent(
+        """
 
     stop = threading.Event()
     def blocked():
@@ -168,31 +200,15 @@ LOWEST_FREE = textwrap.dedent(
         t.start()
     spprof.start(interval_ms=1, mode="wall")
     time.sleep(0.3)  # every thread met by the census and the scan before the loop
-    saved = os.dup(2)
-    devnull = os.devnull
-    loops = failures = 0
     t0 = time.monotonic()
-    while time.monotonic() - t0 < float(sys.argv[1]):
-        os.close(2)
-        fd = os.open(devnull, os.O_RDONLY)
-        try:
-            if fd != 2:
-                failures += 1
-        finally:
-            try:
-                os.dup2(saved, 2)
-            except OSError as e:
-                failures += 1
-                os.write(saved, f"dup2: {e}\\n".encode())
-            if fd != 2:
-                os.close(fd)
-        loops += 1
+    loops, failures = reopen_fd2_until(lambda: time.monotonic() - t0 >= float(sys.argv[1]))
     stop.set()
     for t in threads:
         t.join()
     stats = spprof.stop().stats
     print(loops, failures, stats["wall_state_probes"], stats.get("fds_lost", 0))
     """
+    )
 )
 
 
@@ -232,10 +248,16 @@ __attribute__((noinline)) static long spin(long n) {
 void run(double seconds) { double t0 = now(); while (now() - t0 < seconds) spin(20000); }
 """
 
-LOWEST_FREE_NATIVE = textwrap.dedent(
-    """
+LOWEST_FREE_NATIVE = (
+    textwrap.dedent(
+        """
     import ctypes, os, sys, threading, time
     import spprof
+    """
+    )
+    + REOPEN_FD2
+    + textwrap.dedent(
+        """
 
     libs = sys.argv[1:]
     loaded = threading.Event()
@@ -249,24 +271,7 @@ LOWEST_FREE_NATIVE = textwrap.dedent(
     spprof.start(interval_ms=1, native=True)
     loader = threading.Thread(target=load_one_after_another)
     loader.start()
-    saved = os.dup(2)
-    devnull = os.devnull
-    loops = failures = 0
-    while not loaded.is_set():
-        os.close(2)
-        fd = os.open(devnull, os.O_RDONLY)
-        try:
-            if fd != 2:
-                failures += 1
-        finally:
-            try:
-                os.dup2(saved, 2)
-            except OSError as e:
-                failures += 1
-                os.write(saved, f"dup2: {e}\\n".encode())
-            if fd != 2:
-                os.close(fd)
-        loops += 1
+    loops, failures = reopen_fd2_until(loaded.is_set)
     loader.join()
     time.sleep(0.2)  # the last module's read, before stop() (which reads with the GIL)
     profile = spprof.stop()
@@ -275,6 +280,7 @@ LOWEST_FREE_NATIVE = textwrap.dedent(
     print(loops, failures, st.get("symbol_files_read_off_gil", 0), st.get("fd_tables_own", 0),
           int("spin" in names))
     """
+    )
 )
 
 
