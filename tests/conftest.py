@@ -64,6 +64,21 @@ def run_python(*args: str, env: dict | None = None, timeout: float = 120, cwd=No
     )
 
 
+def build_shared_library(tmp_path: Path, name: str, source: str, *flags: str) -> Path:
+    """`source` (C) built as tmp_path/lib<name>.so with $CC or the host's compiler (the test
+    is skipped without one)."""
+    import shutil
+
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    lib = tmp_path / f"lib{name}.so"
+    subprocess.run([cc, "-shared", "-fPIC", *flags, str(src), "-o", str(lib)], check=True)
+    return lib
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import spprof
+from conftest import build_shared_library
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
 
@@ -290,13 +291,7 @@ def test_the_lowest_free_fd_is_the_programs_while_native_mode_reads_module_files
     # are read on a thread of spprof's in a descriptor table of its own.
     import shutil
 
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
-    src = tmp_path / "spin.c"
-    src.write_text(LIBRARY_SOURCE)
-    first = tmp_path / "libspin0.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(src), "-o", str(first)], check=True)
+    first = build_shared_library(tmp_path, "spin0", LIBRARY_SOURCE, "-O1")
     libs = [first]
     for i in range(1, 80):
         copy = tmp_path / f"libspin{i}.so"

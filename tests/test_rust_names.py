@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import spprof
-from conftest import native_leaf_counts
+from conftest import build_shared_library, native_leaf_counts
 from spprof.output import render
 from spprof.output.report import summary
 
@@ -79,14 +76,7 @@ SOURCE = (
 
 def _build(tmp_path) -> Path:
     """SOURCE as a shared library (skips without a C compiler)."""
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
-    src = tmp_path / "rusty.c"
-    src.write_text(SOURCE)
-    lib = tmp_path / "librusty.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
-    return lib
+    return build_shared_library(tmp_path, "rusty", SOURCE, "-O2")
 
 
 def test_rust_v0_symbols_are_demangled_short_in_summary_full_when_saved(tmp_path):
