@@ -291,6 +291,9 @@ def test_the_lowest_free_fd_is_the_programs_while_native_mode_reads_module_files
     # are read on a thread of spprof's in a descriptor table of its own.
     import shutil
 
+    refused = _own_fd_tables_refused()
+    if refused:
+        pytest.skip(f"unshare(CLONE_FILES) refused here ({refused}): spprof opens as before")
     first = build_shared_library(tmp_path, "spin0", LIBRARY_SOURCE, "-O1")
     libs = [first]
     for i in range(1, 80):
@@ -313,10 +316,32 @@ def test_the_lowest_free_fd_is_the_programs_while_native_mode_reads_module_files
     # the libraries were named from them.
     assert read_off_gil >= 20, r.stdout
     assert spin_named == 1, r.stdout
-    # Before: each read opened its module on 2 whenever the loop had just closed it (os.open
-    # returned 3, or dup2 met EBUSY): failures in 5 of 5 runs (checked at 7ac57e3).
+    # Before: each read opened its module on 2 whenever the loop had just closed it: os.open
+    # returned 3, dup2 met EBUSY, or spprof closed the restored stderr (exit 1), in 7 of 8
+    # runs at 7ac57e3.
     assert failures == 0, r.stdout + r.stderr
     assert own_tables >= 1, r.stdout
+
+
+def _own_fd_tables_refused() -> str:
+    """Why a thread cannot take a descriptor table of its own here ('' when it can): Docker's
+    default seccomp profile refuses unshare() without CAP_SYS_ADMIN."""
+    probe = textwrap.dedent(
+        """
+        import ctypes, os, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        out = []
+        def probe():
+            rc = libc.unshare(0x400)  # CLONE_FILES: this thread's table only, gone when it ends
+            out.append("" if rc == 0 else os.strerror(ctypes.get_errno()))
+        t = threading.Thread(target=probe)
+        t.start()
+        t.join()
+        print(out[0])
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    return r.stdout.strip() if r.returncode == 0 else r.stderr.strip()
 
 
 # Counts the descriptors open before start, during a session and after stop.
