@@ -27,8 +27,10 @@ bool env_flag_on(const char* v) {
 }
 
 std::atomic<bool> g_debug{env_flag_on(std::getenv("SPPROF_DEBUG"))};
+thread_local bool t_muted = false;  // normal context only (log.h)
 
 void vlog(const char* level, const char* fmt, va_list ap) {
+    if (t_muted) return;
     char buf[1024];
     std::vsnprintf(buf, sizeof buf, fmt, ap);
     std::fprintf(stderr, "[spprof %s] %s\n", level, buf);
@@ -36,6 +38,8 @@ void vlog(const char* level, const char* fmt, va_list ap) {
 }
 
 }  // namespace
+
+void log_mute_this_thread() { t_muted = true; }
 
 void log_set_debug(bool on) { g_debug.store(on, std::memory_order_relaxed); }
 bool log_debug_enabled() { return g_debug.load(std::memory_order_relaxed); }

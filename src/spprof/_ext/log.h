@@ -10,5 +10,8 @@ void log_set_debug(bool on);
 bool log_debug_enabled();
 void log_debug(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warning(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// The calling thread logs nothing from now on: its descriptor table is its own (platform.h,
+// platform_own_fd_table_enter), with no stderr in it.
+void log_mute_this_thread();
 
 }  // namespace spprof

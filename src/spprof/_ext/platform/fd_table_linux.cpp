@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "../log.h"
 #include "platform/platform.h"
 #include "platform/proc_task_files.h"
 
@@ -98,6 +99,7 @@ bool platform_own_fd_table_enter() {
         return false;
     }
     close_every_copy();
+    log_mute_this_thread();  // stderr is not in this table
     g_made.fetch_add(1, std::memory_order_relaxed);
     proc_task_files_enter_own_table();
     return true;

@@ -37,7 +37,6 @@
 #include "../capture/thread_ctx.h"
 #include "platform.h"
 #include "proc_task_files.h"
-#include "../held_fd.h"
 
 namespace spprof {
 
@@ -807,37 +806,6 @@ size_t platform_thread_name(uint64_t native_tid, char* buf, size_t len) {
     while (m > 0 && (buf[m - 1] == '\n' || buf[m - 1] == '\0')) --m;
     buf[m] = '\0';
     return m;
-}
-
-bool platform_read_no_fault(uintptr_t addr, void* out, size_t n) {
-    // process_vm_readv on ourselves reports EFAULT for unmapped memory instead of faulting.
-    // Where a sandbox refuses it, write() into a pipe does the same check (EFAULT), then the
-    // bytes are read back. Called with the GIL held, so the static pipe has one user at a time.
-    static HeldFd probe_r, probe_w;
-    static bool use_pipe = false;
-    if (!use_pipe) {
-        struct iovec local = {out, n};
-        struct iovec remote = {reinterpret_cast<void*>(addr), n};
-        const ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-        if (r == static_cast<ssize_t>(n)) return true;
-        if (r < 0 && errno != ENOSYS && errno != EPERM) return false;
-        use_pipe = true;
-        log_debug("process_vm_readv unavailable (%s): validating pointers through a pipe", std::strerror(errno));
-    }
-    // Made once, moved above the program's numbers and proven ours before each use (held_fd.h).
-    if (probe_r.empty() || probe_w.empty()) {
-        int fds[2];
-        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
-        if (!HeldFd::adopt(fds[0], &probe_r).ok() || !HeldFd::adopt(fds[1], &probe_w).ok()) {
-            probe_r.reset();
-            probe_w.reset();
-            return false;
-        }
-    }
-    const int r = probe_r.get(), w = probe_w.get();
-    if (r < 0 || w < 0) return false;
-    if (write(w, reinterpret_cast<const void*>(addr), n) != static_cast<ssize_t>(n)) return false;
-    return read(r, out, n) == static_cast<ssize_t>(n);
 }
 
 }  // namespace spprof

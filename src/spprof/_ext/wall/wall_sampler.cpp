@@ -103,7 +103,7 @@ struct WallSampler::WakeableClock {
 void* WallSampler::thread_main(void* arg) {
     OwnThreadScope own;  // never sampled; its CPU time is spprof's in the balance
     // Its /proc reads (is a thread runnable?) open each thread's stat file once: in a table of
-    // its own, that takes none of the program's numbers. It logs nothing (stderr is not there).
+    // its own, that takes none of the program's numbers. Its log is muted (no stderr there).
     OwnFdTableScope table;
     auto* self = static_cast<WallSampler*>(arg);
     WakeableClock clock{self};
