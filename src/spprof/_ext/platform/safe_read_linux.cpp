@@ -56,8 +56,22 @@ bool platform_read_no_fault(uintptr_t addr, void* out, size_t n) {
     }
     const int r = p.r.get(), w = p.w.get();
     if (r < 0 || w < 0) return false;
-    if (write(w, reinterpret_cast<const void*>(addr), n) != static_cast<ssize_t>(n)) return false;
-    return read(r, out, n) == static_cast<ssize_t>(n);
+    // In pieces well inside the pipe's capacity; a write cut short by a bad page leaves the
+    // bytes before it in the pipe, which are read away so the next read starts clean.
+    auto* dst = static_cast<char*>(out);
+    for (size_t done = 0; done < n;) {
+        const size_t piece = n - done < 4096 ? n - done : 4096;
+        const ssize_t wrote = write(w, reinterpret_cast<const void*>(addr + done), piece);
+        if (wrote != static_cast<ssize_t>(piece)) {
+            char sink[4096];
+            while (read(r, sink, sizeof sink) > 0) {
+            }
+            return false;
+        }
+        if (read(r, dst + done, piece) != static_cast<ssize_t>(piece)) return false;
+        done += piece;
+    }
+    return true;
 }
 
 }  // namespace spprof
