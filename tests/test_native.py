@@ -386,6 +386,69 @@ def test_module_files_for_names_are_read_by_the_drain_thread_without_the_gil(tmp
     assert out["samples_dropped"] == 0, out
 
 
+# 30,000 local function symbols of 1,000-character names: a 30 MB string table (libtorch_cpu.so
+# has 76 MB of names), beside a function that spins.
+def _library_with_big_names(tmp_path: Path) -> Path:
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    lines = [".text"]
+    for i in range(30_000):
+        name = f"f{i}_" + "x" * 990
+        lines += [f".type {name}, %function", f"{name}:", "ret", f".size {name}, 1"]
+    lines.append('.section .note.GNU-stack,"",%progbits')
+    asm = tmp_path / "names.s"
+    asm.write_text("\n".join(lines) + "\n")
+    src = tmp_path / "spin.c"
+    src.write_text(STRIPPED_SOURCE)
+    lib = tmp_path / "libbignames.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", str(src), str(asm), "-o", str(lib)], check=True)
+    return lib
+
+
+BIG_NAMES_PROGRAM = r"""
+import ctypes, json, sys, time
+import spprof
+
+def rss_anon_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+
+run = ctypes.CDLL(sys.argv[1]).run
+run.argtypes = [ctypes.c_double]
+spprof.start(interval_ms=1, native=True)
+time.sleep(0.3)  # the session's own memory settles (libc's and the interpreter's names too)
+before = rss_anon_kb()
+run(0.3)
+time.sleep(0.4)  # the drain reads the library's table and names the samples
+after = rss_anon_kb()
+p = spprof.stop()
+leaves = {}
+for s in p.samples:
+    leaf = s.frames[-1]
+    if leaf.is_native:
+        leaves[leaf.function_name] = leaves.get(leaf.function_name, 0) + 1
+print(json.dumps({"grew_kb": after - before, "leaves": leaves}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RssAnon, ELF string tables")
+def test_a_librarys_symbol_names_are_not_copied_into_the_process(tmp_path):
+    # Issue 28, "76 MB of names kept in memory": a module's string table was read into memory
+    # of spprof's (libtorch_cpu.so: 76 MB). Now it is mapped from the file: the page cache's
+    # pages, of which the process pays for those a lookup touched. At 7ac57e3 this program's
+    # anonymous memory grew by 30.3 MB while the library's samples were named; now by ~1 MB.
+    lib = _library_with_big_names(tmp_path)
+    r = run_python("-c", BIG_NAMES_PROGRAM, str(lib))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # The library's functions are still named from that table (spin_a, spin_b are static).
+    assert {"spin_a", "spin_b"} <= set(out["leaves"]), out
+    assert out["grew_kb"] < 10_000, out
+
+
 # The kernel itself: tests/native/realigned_kernel.inc (the live C++ test's too). Its caller
 # keeps a frame pointer (CFA = rbp + 16). Nothing but kernel calls runs at the kernel's depth
 # (no clock reads), as in OpenBLAS's drivers, whose copy routines and kernels make no calls.

@@ -1,5 +1,6 @@
-// platform/images_linux.cpp: loaded images over dl_iterate_phdr, ELF function symbols, and the
-// extent of a function from its dynamic symbol (see images.h and platform.h). Linux only.
+// platform/images_linux.cpp: loaded images over dl_iterate_phdr, ELF function symbols (their
+// names mapped from the file: SymbolNames), and the extent of a function from its dynamic
+// symbol (see images.h and platform.h). Linux only.
 #if defined(__linux__)
 
 #include "platform/images.h"
@@ -8,11 +9,14 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 
 #include "platform/platform.h"
 
@@ -85,6 +89,42 @@ bool pread_all(int fd, void* buf, size_t n, uint64_t off) {
     return true;
 }
 
+// The string table [off, off + size) of the file, mapped read-only (images.h, SymbolNames):
+// false when it cannot be (then it is copied). The file must hold the whole table now: a
+// mapping past the end of the file would fault on first touch.
+bool map_names(int fd, uint64_t off, uint64_t size, SymbolNames* out) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || off + size > static_cast<uint64_t>(st.st_size)) return false;
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t start = off & ~(page - 1);
+    const size_t len = static_cast<size_t>(off - start + size);
+    void* base = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
+    if (base == MAP_FAILED) return false;
+    const char* data = static_cast<const char*>(base) + (off - start);
+    char last = 1;
+    if (!platform_read_no_fault(reinterpret_cast<uintptr_t>(data + size - 1), &last, 1) || last != '\0') {
+        munmap(base, len);  // a table whose last name does not end inside it: the copy mends it
+        return false;
+    }
+    // Read ahead into the page cache now, on the reading thread: the names a lookup touches
+    // later (the drain, with the GIL) are then minor faults, not disk reads.
+    madvise(base, len, MADV_WILLNEED);
+    std::shared_ptr<const char> owner(static_cast<const char*>(base),
+                                      [len](const char* p) { munmap(const_cast<char*>(p), len); });
+    *out = SymbolNames(std::move(owner), data, static_cast<size_t>(size), true);
+    return true;
+}
+
+// The string table read into memory of its own (where it cannot be mapped).
+bool copy_names(int fd, uint64_t off, uint64_t size, SymbolNames* out) {
+    std::shared_ptr<char> copy(new char[size], std::default_delete<char[]>());
+    if (!pread_all(fd, copy.get(), static_cast<size_t>(size), off)) return false;
+    copy.get()[size - 1] = '\0';  // every name ends inside the table
+    const char* data = copy.get();
+    *out = SymbolNames(std::shared_ptr<const char>(std::move(copy)), data, static_cast<size_t>(size), false);
+    return true;
+}
+
 // Owns an open file descriptor.
 class ScopedFd {
 public:
@@ -154,15 +194,16 @@ bool platform_read_function_symbols(const char* path, ImageSymbols* out) {
         return false;
     std::vector<Elf64_Sym> raw(symtab->sh_size / sizeof(Elf64_Sym));
     if (!pread_all(fd, raw.data(), raw.size() * sizeof(Elf64_Sym), symtab->sh_offset)) return false;
-    std::string strtab(strsec.sh_size, '\0');
-    if (!pread_all(fd, &strtab[0], strtab.size(), strsec.sh_offset)) return false;
-    strtab.back() = '\0';  // every name ends inside the table
+    SymbolNames names;
+    if (!map_names(fd, strsec.sh_offset, strsec.sh_size, &names) &&
+        !copy_names(fd, strsec.sh_offset, strsec.sh_size, &names))
+        return false;
     std::vector<ImageSymbol> syms;
     syms.reserve(raw.size() / 2);
     for (const Elf64_Sym& s : raw) {
         const unsigned type = ELF64_ST_TYPE(s.st_info);
         if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF ||
-            s.st_value == 0 || s.st_size == 0 || s.st_name >= strtab.size())
+            s.st_value == 0 || s.st_size == 0 || s.st_name >= names.size())
             continue;
         syms.push_back(ImageSymbol{s.st_value, s.st_size, s.st_name});
     }
@@ -170,7 +211,7 @@ bool platform_read_function_symbols(const char* path, ImageSymbols* out) {
         return a.value != b.value ? a.value < b.value : a.size > b.size;
     });
     out->syms.swap(syms);
-    out->strtab.swap(strtab);
+    out->names = std::move(names);
     return true;
 }
 

@@ -169,8 +169,10 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
     // drain's CPU on a torch run), and knows no static function.
     if (m != nullptr) {
         if (ensure_symbols(m)) ++inline_reads_;
-        if (const ImageSymbol* e = lookup(*m, pc)) {
-            s.function = demangle_symbol(m->table.strtab.c_str() + e->name);
+        std::string name;
+        const ImageSymbol* e = lookup(*m, pc);
+        if (e != nullptr && m->table.names.name_at(e->name, &name)) {
+            s.function = demangle_symbol(name.c_str());
             s.offset = pc - (m->bias + e->value);
             s.has_symbol = true;
         }
@@ -259,8 +261,10 @@ Error Symbolizer::find_functions(uint64_t addr_in_module, const char* name,
     ensure_symbols(m);
     if (!m->has_symbols) return Error::runtime("symbolizer: module has no readable symbol table");
     const size_t n = std::strlen(name);
+    std::string names;  // one read of the whole table for the scan (the interpreter's: ~1 MB)
+    if (!m->table.names.copy_all(&names)) return Error::runtime("symbolizer: module's names cannot be read");
     for (const ImageSymbol& e : m->table.syms) {
-        const char* s = m->table.strtab.c_str() + e.name;
+        const char* s = names.c_str() + e.name;
         if (std::strncmp(s, name, n) != 0 || (s[n] != '\0' && s[n] != '.')) continue;
         FunctionRange r;
         r.lo = m->bias + e.value;
