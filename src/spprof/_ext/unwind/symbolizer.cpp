@@ -42,6 +42,9 @@ struct Symbolizer::Module {
     bool symbols_read = false;
     bool has_symbols = false;
     ImageSymbols table;  // function symbols (addresses in the file: runtime = bias + value)
+    // Names demangled so far, by offset into the table's names: a function's pcs share one
+    // read of its name (a system call: the names stay in the file) and one demangling.
+    std::unordered_map<uint32_t, std::string> demangled;
     bool starts_read = false;
     std::vector<uint64_t> starts;  // function starts by the unwind table (addresses in the file)
 
@@ -169,12 +172,16 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
     // drain's CPU on a torch run), and knows no static function.
     if (m != nullptr) {
         if (ensure_symbols(m)) ++inline_reads_;
-        std::string name;
-        const ImageSymbol* e = lookup(*m, pc);
-        if (e != nullptr && m->table.names.name_at(e->name, &name)) {
-            s.function = demangle_symbol(name.c_str());
-            s.offset = pc - (m->bias + e->value);
-            s.has_symbol = true;
+        if (const ImageSymbol* e = lookup(*m, pc)) {
+            auto named = m->demangled.find(e->name);
+            std::string raw;
+            if (named == m->demangled.end() && m->table.names.name_at(e->name, &raw))
+                named = m->demangled.emplace(e->name, demangle_symbol(raw.c_str())).first;
+            if (named != m->demangled.end()) {
+                s.function = named->second;
+                s.offset = pc - (m->bias + e->value);
+                s.has_symbol = true;
+            }
         }
     }
     // A module with no readable table (macOS, the vDSO), or a pc in none of ours.
