@@ -11,7 +11,6 @@
 // descriptor table that took them, not by the file.
 #if defined(__linux__)
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -20,9 +19,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
+#include <vector>
 
 #include "../log.h"
+#include "platform/dir_numbers_linux.h"
 #include "platform/platform.h"
 #include "platform/proc_task_files.h"
 
@@ -36,48 +36,15 @@ namespace {
 std::atomic<uint64_t> g_made{0};
 std::atomic<uint64_t> g_refused{0};
 
-// getdents64's record (glibc before 2.30 has no wrapper).
-struct Dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[1];
-};
-
-// The numbers /proc/thread-self/fd lists (this thread's table, not the process's), closed.
-// False when the list could not be read to its end.
+// The numbers /proc/thread-self/fd lists (this thread's table, not the process's), closed;
+// only this thread uses the table, so the list is whole. False when it could not be read.
 bool close_listed() {
     const int dir = open("/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) return false;
-    alignas(8) char buf[4096];
-    bool ok = true;
-    // Listed again from the start after each batch: closing while listing may skip entries.
-    for (int rounds = 0; rounds < 1024; ++rounds) {
-        if (lseek(dir, 0, SEEK_SET) != 0) {
-            ok = false;
-            break;
-        }
-        bool closed_any = false;
-        for (;;) {
-            const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
-            if (n <= 0) {
-                ok = ok && n == 0;
-                break;
-            }
-            for (long off = 0; off < n;) {
-                const auto* d = reinterpret_cast<const Dirent64*>(buf + off);
-                if (d->d_reclen == 0) break;
-                off += d->d_reclen;
-                if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
-                const int fd = static_cast<int>(std::strtol(d->d_name, nullptr, 10));
-                if (fd == dir) continue;
-                close(fd);
-                closed_any = true;
-            }
-        }
-        if (!ok || !closed_any) break;
-    }
+    std::vector<uint64_t> fds;
+    const bool ok = list_dir_numbers(dir, &fds);
+    for (const uint64_t fd : fds)
+        if (static_cast<int>(fd) != dir) close(static_cast<int>(fd));
     close(dir);
     return ok;
 }

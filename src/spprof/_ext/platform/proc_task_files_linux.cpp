@@ -22,25 +22,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
 #include "held_fd.h"
+#include "platform/dir_numbers_linux.h"
 #include "platform/platform.h"
 
 namespace spprof {
 namespace {
 
 constexpr size_t kMaxThreadFds = 4096;
-
-// getdents64's record; glibc before 2.30 has no wrapper, so the system call is made directly.
-struct LinuxDirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[1];
-};
 
 struct TaskFiles {
     std::mutex mutex;
@@ -62,9 +55,9 @@ TaskFiles& shared_files() {
 
 // A thread with a descriptor table of its own (fd_table_linux.cpp) reads through descriptors
 // in that table: those in the program's are not its to use (the numbers name other files there).
-thread_local TaskFiles* t_own_table_files = nullptr;
+thread_local std::unique_ptr<TaskFiles> t_own_table_files;
 
-TaskFiles& files() { return t_own_table_files != nullptr ? *t_own_table_files : shared_files(); }
+TaskFiles& files() { return t_own_table_files ? *t_own_table_files : shared_files(); }
 
 std::atomic<uint64_t> g_over_budget{0};
 std::atomic<uint64_t> g_thread_fds_opened{0};
@@ -116,7 +109,7 @@ Error platform_proc_files_open() {
 }
 
 void proc_task_files_enter_own_table() {
-    auto* f = new TaskFiles;
+    auto f = std::make_unique<TaskFiles>();
     HeldFd dir;
     // Out of the program's table: no number of the program's is taken, none can be lost.
     if (HeldFd::adopt(open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC), &dir).ok()) {
@@ -124,14 +117,10 @@ void proc_task_files_enter_own_table() {
         f->owner = getpid();
         f->budget = thread_fd_budget();
     }
-    delete t_own_table_files;
-    t_own_table_files = f;
+    t_own_table_files = std::move(f);
 }
 
-void proc_task_files_leave_own_table() {
-    delete t_own_table_files;
-    t_own_table_files = nullptr;
-}
+void proc_task_files_leave_own_table() { t_own_table_files.reset(); }
 
 void platform_proc_files_close() {
     TaskFiles& f = files();
@@ -162,21 +151,8 @@ bool list_and_prune(TaskFiles& f, std::vector<uint64_t>* tids) {
         mark_lost(f);
         return false;
     }
-    if (lseek(fd, 0, SEEK_SET) != 0) return false;
-    alignas(8) char buf[16384];
-    for (;;) {
-        const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
-        if (n < 0) return false;
-        if (n == 0) break;
-        for (long off = 0; off < n;) {
-            const auto* d = reinterpret_cast<const LinuxDirent64*>(buf + off);
-            if (d->d_reclen == 0) break;
-            off += d->d_reclen;
-            if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
-            const uint64_t tid = std::strtoull(d->d_name, nullptr, 10);
-            if (tid != 0) tids->push_back(tid);
-        }
-    }
+    if (!list_dir_numbers(fd, tids)) return false;
+    tids->erase(std::remove(tids->begin(), tids->end(), uint64_t{0}), tids->end());
     // Threads gone from the list: their descriptors go (closed only when still ours).
     std::sort(tids->begin(), tids->end());
     for (auto it = f.stat_by_tid.begin(); it != f.stat_by_tid.end();)
@@ -204,7 +180,7 @@ ssize_t proc_task_stat(uint64_t tid, char* buf, size_t len) {
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto it = f.stat_by_tid.find(tid);
         if (it == f.stat_by_tid.end()) {
-            if (f.stat_by_tid.size() >= f.budget && t_own_table_files == &f) {
+            if (f.stat_by_tid.size() >= f.budget && t_own_table_files.get() == &f) {
                 // A thread's own table has no scan to close the descriptors of threads that
                 // ended (the session's scan prunes the session's): pruned here, when full.
                 std::vector<uint64_t> listed;
