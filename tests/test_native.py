@@ -22,7 +22,7 @@ import pytest
 
 import spprof
 import workloads as w
-from conftest import native_leaf_counts, run_python
+from conftest import build_shared_library, native_leaf_counts, run_python
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="native unwinding runs on Linux (macOS: Mach)"
@@ -389,9 +389,6 @@ def test_module_files_for_names_are_read_by_the_drain_thread_without_the_gil(tmp
 # 30,000 local function symbols of 1,000-character names: a 30 MB string table (libtorch_cpu.so
 # has 76 MB of names), beside a function that spins.
 def _library_with_big_names(tmp_path: Path) -> Path:
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
     lines = [".text"]
     for i in range(30_000):
         name = f"f{i}_" + "x" * 990
@@ -399,11 +396,7 @@ def _library_with_big_names(tmp_path: Path) -> Path:
     lines.append('.section .note.GNU-stack,"",%progbits')
     asm = tmp_path / "names.s"
     asm.write_text("\n".join(lines) + "\n")
-    src = tmp_path / "spin.c"
-    src.write_text(STRIPPED_SOURCE)
-    lib = tmp_path / "libbignames.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", str(src), str(asm), "-o", str(lib)], check=True)
-    return lib
+    return build_shared_library(tmp_path, "bignames", STRIPPED_SOURCE, "-O2", str(asm))
 
 
 BIG_NAMES_PROGRAM = r"""
