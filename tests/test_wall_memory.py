@@ -45,18 +45,29 @@ def test_blocked_threads_rings_stay_at_a_page_each() -> None:
     assert min(d["rows"].values()) >= 250, sorted(d["rows"].values())[:5]
 
 
-def test_memory_limit_holds_in_wall_mode_and_keeps_the_time() -> None:
-    # 300 blocked threads for 3 s under a 4 MB limit (their contexts and ring pages take 3 MB
-    # of it). At 3697f84, with 3 MB, memory_bytes reached 6.9 MB and 95 % of the samples were
-    # dropped with their time. Now memory_bytes stays at the limit (one drain pass may land
-    # past it), and past it the census records of a wait that already has its row still add
-    # their time to it, counted as folded over the limit instead of as samples.
-    limit = 4 * 1024 * 1024
-    d = _run("wall", 300, 3.0, 4)
+def test_memory_limit_holds_in_wall_mode_and_waits_keep_their_samples_past_it() -> None:
+    # 300 threads wait 3 s under a 3.5 MB limit (their contexts and ring pages take 3 MB); a
+    # third in, 100 more threads start and push the session past the limit. Their records,
+    # which need rows, are dropped and counted; the 300 waits already recorded keep folding,
+    # each census a sample as before the limit (a fold costs no memory). At 3697f84, with 3 MB,
+    # memory_bytes reached 6.9 MB and 95 % of the samples were dropped with their time; at
+    # ef9d17f the waits past the limit kept their time but lost their samples (a fold counted
+    # 24 bytes): one run kept as few as 84 of a thread's ~300 (this test fails there).
+    limit = int(3.5 * 1024 * 1024)
+    proc = run_python(str(SCRIPT), "wall", "300", "3", "1", "3.5", "extra=100", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout.strip().splitlines()[-1])
     during = d["during"]
     assert during["memory_limit_bytes"] == limit
-    assert 0 < during["memory_bytes"] <= limit + 512 * 1024, during
+    assert during["memory_bytes"] > limit, during  # the extra threads' contexts passed it
+    # What the limit bounds (samples, stacks) stayed under it; contexts are not samples.
+    assert during["memory_bytes"] - during["thread_memory_bytes"] <= limit, during
+    assert during["dropped_memory_limit"] > 0, during
     assert during["idle_folded_over_limit"] > 0, during
+    assert len(d["rows"]) == 300
+    # ~300 censuses each; 200 leaves room for a census slowed by 400 threads on a loaded
+    # machine, and is twice what the old build kept.
+    assert min(d["rows"].values()) >= 200, sorted(d["rows"].values())[:5]
 
 
 def test_blocked_thread_costs_one_row_per_wait_and_keeps_its_sample_count() -> None:
@@ -69,9 +80,26 @@ def test_blocked_thread_costs_one_row_per_wait_and_keeps_its_sample_count() -> N
     assert during["sample_rows"] <= 5 * n, during
     assert during["idle_samples_folded"] >= 250 * n, during
     assert after["samples_stored"] == after["sample_rows"] + after["idle_samples_folded"], after
+    # The profile stop() returns holds the rows as they were, each wait once with the samples
+    # it holds (at 815e3fa it held a row per sample: 90,000 here, 9.8 M rows and 789 MB of RSS
+    # for 5,000 threads waiting 30 s).
+    assert d["rows_held"] <= 5 * n, d["rows_held"]
+    assert d["samples_held"] == after["samples_stored"] - after.get("samples_in_profiler", 0), after
     # One sample per census (10 ms) of the 3 s wait on the wait's line, for every thread.
     assert len(d["rows"]) == n
     assert min(d["rows"].values()) >= 250, sorted(d["rows"].values())[:5]
+
+
+def test_a_wait_costs_no_memory_however_long_it_lasts() -> None:
+    # From a third into the wait to its end, 300 threads take ~200 more censuses each: the
+    # samples grow by ~60,000 and memory_bytes by nothing (the rows exist; a fold is a count).
+    # At ef9d17f each folded sample counted 24 bytes: +1.46 MB here, and in a long session the
+    # limit was reached by waiting alone (100 blocked threads at 100 Hz: 256 MB in ~18 min).
+    n = 300
+    d = _run("wall", n, 3.0, 256)
+    early, during = d["early"], d["during"]
+    assert during["samples_stored"] - early["samples_stored"] >= 150 * n, (early, during)
+    assert during["memory_bytes"] - early["memory_bytes"] <= 64 * 1024, (early, during)
 
 
 def test_blocked_threads_weight_is_their_wait() -> None:
@@ -89,3 +117,39 @@ def test_blocked_threads_weight_is_their_wait() -> None:
     gap = d["after"]["wall_longest_census_gap_ns"]
     floor = 150_000_000 if os.environ.get("SPPROF_TEST_ASAN") else 50_000_000
     assert worst <= max(floor, 2 * gap + 10_000_000), (worst, gap)
+
+
+WINDOW_OVER_A_WAIT = """
+import json, sys, threading, time
+import spprof
+release = threading.Event()
+t = threading.Thread(target=release.wait, name="waiter")
+spprof.start(interval_ms=1, mode="wall")
+t.start()
+time.sleep(0.5)
+with spprof.Profiler() as w:  # a window on the session: 0.5 s in the middle of the wait
+    time.sleep(0.5)
+release.set()
+t.join()
+spprof.stop()
+p = w.profile
+serial = {r.serial for r in p.thread_table if r.name == "waiter"}
+rows = [i for i, r in enumerate(p.iter_counted()) if r[3] in serial]
+samples = [s for s in p.samples if s.thread_name == "waiter"]
+print(json.dumps({"rows": len(rows), "folds": sorted(p.folds.values()),
+                  "samples": len(samples), "weight": sum(s.weight_ns for s in samples),
+                  "idle": all(s.idle for s in samples), "span": p.duration_ns}))
+"""
+
+
+def test_a_window_holds_a_wait_as_one_row_with_its_samples() -> None:
+    # A window over the middle of a wait (the pprof endpoint's, record --pid's) gets the
+    # wait's censuses in it as one row holding them, not a row each (at ef9d17f: ~50 rows,
+    # and 30 M for a minute of 5,000 blocked threads); the samples it gives back are the same.
+    proc = run_python("-c", WINDOW_OVER_A_WAIT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert d["rows"] <= 2, d
+    assert d["samples"] >= 30 and d["idle"], d  # a census every 10 ms, stretched under load
+    assert d["folds"] and max(d["folds"]) >= 30, d
+    assert abs(d["weight"] - d["span"]) <= 50_000_000, d  # the window's time, within a census

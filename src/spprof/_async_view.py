@@ -208,9 +208,10 @@ def root_at_tasks(profile: ProfileData) -> dict[str, int]:
     profile._samples = None
     counts = {"async_task_samples": 0, "async_loop_samples": 0}
     if tasks or loops:
-        for sid in profile._row_words(STACK_WORD):
+        held = profile.folds.get  # a folded wait counts as the samples it holds
+        for i, sid in enumerate(profile._row_words(STACK_WORD)):
             if sid in tasks:
-                counts["async_task_samples"] += 1
+                counts["async_task_samples"] += held(i, 1)
             elif sid in loops:
-                counts["async_loop_samples"] += 1
+                counts["async_loop_samples"] += held(i, 1)
     return counts

@@ -139,6 +139,7 @@ def join(first: ProfileData, second: P) -> P:
     for ts, weight, stack, tf in ROW.iter_unpack(second.rows):
         serial = (tf & SERIAL_MASK) + nthreads
         rows += ROW.pack(ts, weight, stack + nstacks, serial | (tf & ~SERIAL_MASK))
+    folds = {**first.folds, **{i + first.row_count: n for i, n in second.folds.items()}}
     stats = dict(second.stats)
     for key, value in first.stats.items():  # counters add up; everything else is the last part's
         if type(value) is int and type(stats.get(key)) is int:
@@ -159,4 +160,5 @@ def join(first: ProfileData, second: P) -> P:
         dropped_count=first.dropped_count + second.dropped_count,
         stats=stats,
         metadata=dict(second.metadata),
+        folds=folds,
     )

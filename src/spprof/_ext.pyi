@@ -20,6 +20,7 @@ class RawProfile(TypedDict):
     frames: list[tuple[str, str, str, int, int, bool]]
     stacks: list[tuple[int, ...]]  # frame ids, root first, per stack id
     samples: bytes  # packed rows, SAMPLE_ROW_FORMAT each
+    folds: dict[int, int]  # row index -> samples that row holds (wall mode's folded waits), > 1
     threads: list[RawThread]
     stats: dict[str, Any]
     start_ns: int

@@ -369,11 +369,7 @@ def drop_server_samples(profile: ProfileData) -> int:
     if not ours:
         return 0
     words = profile._row_words(THREAD_AND_FLAGS_WORD)
-    drop = [i for i, w in enumerate(words) if (w & SERIAL_MASK) in ours]
-    if drop:
-        profile.rows = profile._rows_without(drop)
-        profile._samples = None
-    return len(drop)
+    return profile.drop_rows([i for i, w in enumerate(words) if (w & SERIAL_MASK) in ours])
 
 
 # ---- the one endpoint of the process -----------------------------------------------------

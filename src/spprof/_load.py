@@ -134,7 +134,13 @@ def _decode(body: bytes) -> Profile:
 
 
 def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
-    n = _int(meta["sample_count"], "sample_count")
+    # Version 1 has no folded rows: a row per sample.
+    n = (
+        _int(meta["row_count"], "row_count")
+        if "row_count" in meta
+        else _int(meta["sample_count"], "sample_count")
+    )
+    folds = _folds(meta.get("folds") or [], n)
     strings = meta["strings"]
     if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
         raise _Bad("bad string table")
@@ -192,6 +198,7 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
         dropped_count=_int(meta["dropped_count"], "dropped_count"),
         stats=dict(meta.get("stats") or {}),
         metadata=dict(meta.get("metadata") or {}),
+        folds=folds,
     )
     if profile.stats.get("written_without_gil"):
         # The exit-signal watcher's dump (session/exit_dump.h) holds the runner's frames the
@@ -209,6 +216,21 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
         if profile.metadata.get("greenlets"):
             profile.stats["greenlet_run_roots_dropped"] = _greenlet_view.drop_greenlet_run(profile)
     return profile
+
+
+def _folds(flat: Any, n: int) -> dict[int, int]:
+    """[row, samples, row, samples, ...] (rows ascending, each holding 2 or more) as a dict."""
+    if not isinstance(flat, list) or len(flat) % 2:
+        raise _Bad("bad folds list")
+    folds: dict[int, int] = {}
+    prev = -1
+    for k in range(0, len(flat), 2):
+        row, count = _int(flat[k], "folded row"), _int(flat[k + 1], "folded row's samples", 2)
+        if row <= prev or row >= n:
+            raise _Bad(f"folded row {row} is out of order or past the {n} rows")
+        folds[row] = count
+        prev = row
+    return folds
 
 
 def _rows(n: int, time_sec: bytes, rows_sec: bytes, start_ns: int) -> bytes:

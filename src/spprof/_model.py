@@ -6,7 +6,10 @@ needs the writers.
 
 A Profile keeps what the native core exports in compact form (a frame table, interned
 stacks, packed sample rows, a thread table) and builds the typed view lazily, so stopping a
-long session costs almost nothing and memory follows distinct stacks, not samples.
+long session costs almost nothing and memory follows distinct stacks, not samples. A blocked
+thread's wait (wall mode) is one row holding many samples (`folds`): the tallies count it
+once with its count, and iter_rows() gives its samples one by one to the writers that want
+them, without ever holding them all.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ._rows import (
     SERIAL_MASK,
     STACK_WORD,
     THREAD_AND_FLAGS_WORD,
+    pieces,
 )
 
 
@@ -196,6 +200,9 @@ class ProfileData:
     dropped_count: int
     stats: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Row index -> samples that row holds, for rows holding more than one: a blocked thread's
+    # wait folded into one row (wall mode; stack_store.h). Rows not here hold one sample.
+    folds: dict[int, int] = field(default_factory=dict)
     _samples: Optional[list[Sample]] = field(default=None, repr=False)
 
     # ---- construction -------------------------------------------------------------------
@@ -231,13 +238,33 @@ class ProfileData:
             dropped_count=int(stats.get("samples_dropped", 0)),
             stats=stats,
             metadata=dict(metadata),
+            folds=dict(raw.get("folds") or {}),
         )
 
     # ---- raw access for writers -------------------------------------------------------------
     def iter_rows(self) -> Iterator[tuple[int, int, int, int, int]]:
-        """(timestamp_ns, weight_ns, stack_id, thread_serial, flags) for every sample, in order."""
-        for ts, weight, stack, tf in ROW.iter_unpack(self.rows):
-            yield ts, weight, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS
+        """(timestamp_ns, weight_ns, stack_id, thread_serial, flags) for every sample, in order:
+        a folded row as the samples it holds (_rows.pieces), made one at a time."""
+        if not self.folds:
+            for ts, weight, stack, tf in ROW.iter_unpack(self.rows):
+                yield ts, weight, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS
+            return
+        folds = self.folds
+        for i, (ts, weight, stack, tf) in enumerate(ROW.iter_unpack(self.rows)):
+            n = folds.get(i, 1)
+            if n == 1:
+                yield ts, weight, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS
+                continue
+            for t, w in pieces(ts, weight, n):
+                yield t, w, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS
+
+    def iter_counted(self) -> Iterator[tuple[int, int, int, int, int, int]]:
+        """(timestamp_ns, weight_ns, stack_id, thread_serial, flags, samples) for every row,
+        in order: a folded row once, with its whole weight and the samples it holds. What
+        sums and counts read (the samples' weights add up to the row's)."""
+        get = self.folds.get
+        for i, (ts, weight, stack, tf) in enumerate(ROW.iter_unpack(self.rows)):
+            yield ts, weight, stack, tf & SERIAL_MASK, tf >> SERIAL_BITS, get(i, 1)
 
     def process_names(self) -> Callable[[ThreadRecord], tuple[int, str]]:
         """A thread's process: (pid, "COMMAND LINE (pid N)"), from metadata["processes"]
@@ -258,6 +285,12 @@ class ProfileData:
 
     @property
     def sample_count(self) -> int:
+        """Samples in the profile, a folded row counted as the samples it holds."""
+        return self.row_count + sum(self.folds.values()) - len(self.folds)
+
+    @property
+    def row_count(self) -> int:
+        """Rows held: a folded row is one."""
         return len(self.rows) // ROW.size
 
     def stack_frames(self, stack_id: int) -> tuple[Frame, ...]:
@@ -299,11 +332,11 @@ class ProfileData:
         """Per thread serial, over the rows whose index `keep` accepts:
         [samples, weight, GIL weight, GIL-known weight, idle weight, 0]."""
         counts: dict[int, list[int]] = {}
-        for i, (_, weight, _, serial, flags) in enumerate(self.iter_rows()):
+        for i, (_, weight, _, serial, flags, n) in enumerate(self.iter_counted()):
             if not keep(i):
                 continue
             c = counts.setdefault(serial, [0, 0, 0, 0, 0, 0])
-            c[0] += 1
+            c[0] += n
             c[1] += weight
             if flags & FLAG_GIL_KNOWN:
                 c[3] += weight
@@ -385,14 +418,14 @@ class ProfileData:
 
     @property
     def total_weight_ns(self) -> int:
-        return sum(w for _, w, _, _, _ in self.iter_rows())
+        return sum(w for _, w, _, _, _, _ in self.iter_counted())
 
     def stack_weights(self) -> dict[tuple[int, int], list[int]]:
         """{(thread serial, stack id): [samples, weight_ns]}: the profile folded by stack."""
         folded: dict[tuple[int, int], list[int]] = {}
-        for _, weight, stack, serial, _ in self.iter_rows():
+        for _, weight, stack, serial, _, n in self.iter_counted():
             f = folded.setdefault((serial, stack), [0, 0])
-            f[0] += 1
+            f[0] += n
             f[1] += weight
         return folded
 
@@ -471,7 +504,7 @@ class ProfileData:
             left[str(serial)] = [int(a) + b for a, b in zip(acc, c[:5])]
         metadata = {
             **self.metadata,
-            "filtered_out": len(drop) + int(self.metadata.get("filtered_out", 0)),
+            "filtered_out": self._samples_in(drop) + int(self.metadata.get("filtered_out", 0)),
         }
         if left:
             metadata["left_out_threads"] = left
@@ -480,7 +513,8 @@ class ProfileData:
                 if on and reason not in why:
                     why.append(reason)
             metadata["left_out_why"] = why
-        return replace(self, rows=self._rows_without(drop), _samples=None, metadata=metadata)
+        rows, folds = self._without(drop)
+        return replace(self, rows=rows, folds=folds, _samples=None, metadata=metadata)
 
     def drop_root_frames(self, is_runner: Callable[[Frame], bool]) -> None:
         """Remove the leading (root-side) frames for which `is_runner` holds from every stack.
@@ -551,9 +585,7 @@ class ProfileData:
         if not own:
             return 0
         drop = [i for i, stack_id in enumerate(self._row_words(STACK_WORD)) if stack_id in own]
-        self.rows = self._rows_without(drop)
-        self._samples = None
-        return len(drop)
+        return self.drop_rows(drop)
 
     # Row filtering at C speed: stop() runs drop_profiler_samples on every session, and a
     # Python unpack/pack per row cost 20-25 ms at 100,000 rows (the stop() target is 50 ms).
@@ -561,13 +593,36 @@ class ProfileData:
         """One uint32 word of every row: STACK_WORD or THREAD_AND_FLAGS_WORD (_rows.py)."""
         return memoryview(self.rows).cast("I")[word::ROW_WORDS].tolist()
 
-    def _rows_without(self, drop: list[int]) -> bytes:
-        """The rows minus those at the (ascending) indices in `drop`."""
+    def drop_rows(self, drop: list[int]) -> int:
+        """Remove the rows at the (ascending) indices in `drop` (row indices, as _row_words
+        gives them); return the samples they held."""
         if not drop:
-            return self.rows
+            return 0
+        dropped = self._samples_in(drop)
+        self.rows, self.folds = self._without(drop)
+        self._samples = None
+        return dropped
+
+    def _samples_in(self, rows: list[int]) -> int:
+        get = self.folds.get
+        return sum(get(i, 1) for i in rows) if self.folds else len(rows)
+
+    def _without(self, drop: list[int]) -> tuple[bytes, dict[int, int]]:
+        """The rows minus those at the (ascending) indices in `drop`, and the folds
+        renumbered to match."""
+        if not drop:
+            return self.rows, self.folds
         size, rows, parts, start = ROW.size, self.rows, [], 0
         for i in drop:
             parts.append(rows[start * size : i * size])
             start = i + 1
         parts.append(rows[start * size :])
-        return b"".join(parts)
+        folds: dict[int, int] = {}
+        if self.folds:
+            k = 0  # rows dropped before row i: it moves down by k
+            for i in sorted(self.folds):
+                while k < len(drop) and drop[k] < i:
+                    k += 1
+                if k == len(drop) or drop[k] != i:
+                    folds[i - k] = self.folds[i]
+        return b"".join(parts), folds

@@ -64,7 +64,7 @@ def merge(own: P, children: Sequence[ProfileData]) -> P:
     stacks: list[tuple[int, ...]] = []
     stack_ids: dict[tuple[int, ...], int] = {}
     threads: list[ThreadRecord] = []
-    packed: list[tuple[int, int, int, int]] = []
+    packed: list[tuple[int, int, int, int, int]] = []  # a row and the samples it holds
     parts: list[ProfileData] = [own, *children]
     start = min(p.start_ns for p in parts)
     end = max(p.start_ns + p.duration_ns for p in parts)
@@ -90,11 +90,13 @@ def merge(own: P, children: Sequence[ProfileData]) -> P:
         base = len(threads)
         for t in part.thread_table:  # a profile merged before keeps its threads' pids
             threads.append(replace(t, serial=base + t.serial, pid=t.pid or pid))
-        for ts, weight, stack, tf in ROW.iter_unpack(part.rows):
+        get = part.folds.get
+        for i, (ts, weight, stack, tf) in enumerate(ROW.iter_unpack(part.rows)):
             serial = (tf & SERIAL_MASK) + base
-            packed.append((ts, weight, smap[stack], serial | (tf & ~SERIAL_MASK)))
+            packed.append((ts, weight, smap[stack], serial | (tf & ~SERIAL_MASK), get(i, 1)))
     packed.sort(key=lambda row: row[0])  # one timeline: writers read rows in time order
-    rows = b"".join(ROW.pack(*row) for row in packed)
+    rows = b"".join(ROW.pack(*row[:4]) for row in packed)
+    folds = {i: row[4] for i, row in enumerate(packed) if row[4] > 1}
     metadata = dict(own.metadata)
     metadata["processes"] = [e for p in parts for e in _entries(p)]
     return type(own)(
@@ -109,4 +111,5 @@ def merge(own: P, children: Sequence[ProfileData]) -> P:
         dropped_count=own.dropped_count + sum(c.dropped_count for c in children),
         stats=dict(own.stats),
         metadata=metadata,
+        folds=folds,
     )

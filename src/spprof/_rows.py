@@ -10,6 +10,7 @@ Pure Python: the writers and the loader use it without importing _ext.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 ROW_FORMAT = "<QQII"
 ROW = struct.Struct(ROW_FORMAT)
@@ -52,6 +53,18 @@ FLAGS = {
     "runnable": FLAG_RUNNABLE,
     "thread_end": FLAG_THREAD_END,
 }
+
+
+def pieces(timestamp_ns: int, weight_ns: int, n: int) -> Iterator[tuple[int, int]]:
+    """(timestamp_ns, weight_ns) of each of the n samples a folded row holds: a blocked
+    thread's wait kept as one row (stack_store.h, fold_into) spans [timestamp - weight,
+    timestamp]; its samples cut it evenly, the last taking the remainder and the row's time.
+    The same cut as StackStore::piece, so a window and the whole profile agree."""
+    start = timestamp_ns - weight_ns if timestamp_ns > weight_ns else 0
+    each = weight_ns // n
+    for k in range(1, n):
+        yield start + each * k, each
+    yield timestamp_ns, weight_ns - each * (n - 1)
 
 
 def pack(timestamp_ns: int, weight_ns: int, stack: int, serial: int, flags: int = 0) -> bytes:

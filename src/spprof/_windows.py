@@ -205,8 +205,9 @@ def put_labels(profile: Profile, labels: Mapping[str, str]) -> None:
 def only_thread(profile: Profile, native_tid: int) -> Profile:
     """A Profiler(thread="current") that ran its own session: only that thread's samples."""
     keep = {t.serial for t in profile.thread_table if t.native_id == native_tid}
-    drop = [i for i, (_, _, _, serial, _) in enumerate(profile.iter_rows()) if serial not in keep]
-    profile.rows = profile._rows_without(drop)
-    profile._samples = None
+    drop = [
+        i for i, (_, _, _, serial, _, _) in enumerate(profile.iter_counted()) if serial not in keep
+    ]
+    profile.drop_rows(drop)
     profile.metadata["thread"] = native_tid
     return profile

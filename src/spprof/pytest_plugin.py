@@ -168,7 +168,7 @@ class SessionProfiler:
     def _label(self, profile: Any) -> None:
         """Put `test: nodeid` at the root of every sample taken while that test ran."""
         from spprof._model import Frame
-        from spprof._rows import ROW
+        from spprof._rows import ROW, SERIAL_BITS
 
         profile.drop_root_frames(lambda f: self._is_runner(f.filename))
         table = profile.frame_table
@@ -182,7 +182,9 @@ class SessionProfiler:
         stacks = profile.stacks
         new_ids: dict[tuple[int, int], int] = {}
         rows = bytearray()
-        for ts, weight, stack, tf in ROW.iter_unpack(profile.rows):
+        # Sample by sample: a wait folded into one row (wall mode) may span several tests.
+        for ts, weight, stack, serial, flags in profile.iter_rows():
+            tf = serial | flags << SERIAL_BITS
             i = bisect.bisect_right(starts, ts) - 1
             label = labels[i] if i >= 0 and ts <= self.tests[i].end_ns else outside
             key = (label, stack)
@@ -192,6 +194,7 @@ class SessionProfiler:
                 stacks.append((label, *stacks[stack]))
             rows += ROW.pack(ts, weight, sid, tf)
         profile.rows = bytes(rows)
+        profile.folds = {}
         profile._samples = None
 
 

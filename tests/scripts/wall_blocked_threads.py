@@ -1,6 +1,7 @@
 """N threads blocked in Event.wait() for S seconds under spprof: prints JSON figures.
 
-argv: mode threads seconds interval_ms memory_limit_mb [rss] ("rss": figures only).
+argv: mode threads seconds interval_ms memory_limit_mb [rss] [extra=N] ("rss": figures only;
+extra=N: N more threads start a third into the wait, and block elsewhere).
 Used by tests/test_wall_memory.py and the RSS figures in docs/performance.md
 ("Blocked threads in wall mode").
 """
@@ -37,25 +38,30 @@ def main() -> None:
         release.wait()  # WAIT_LINE
         spans[threading.current_thread().name] = (t0, time.monotonic_ns())
 
+    opts = sys.argv[6:]
+    extra = int(next((o[len("extra=") :] for o in opts if o.startswith("extra=")), 0))
     threads = [threading.Thread(target=blocked, name=f"blocked-{i}") for i in range(n)]
+    others = [threading.Thread(target=release.wait, name=f"other-{i}") for i in range(extra)]
     with spprof.Profiler(interval_ms=interval_ms, mode=mode, memory_limit_mb=limit_mb) as p:
         for t in threads:
             t.start()
         for _ in threads:
             ready.acquire()
         go.set()
-        time.sleep(seconds)
+        time.sleep(seconds / 3)
+        early = dict(spprof.stats())  # a third into the wait: what the rest of it adds
+        for t in others:
+            t.start()
+        time.sleep(seconds - seconds / 3)
         during = dict(spprof.stats())
         rss_during = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         release.set()
-        for t in threads:
+        for t in threads + others:
             t.join()
     prof = p.profile
     assert prof is not None
     rss_stopped = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if sys.argv[6:] == [
-        "rss"
-    ]:  # figures only: no per-sample analysis (its objects dwarf the profile)
+    if "rss" in opts:  # figures only: no per-sample analysis (its objects dwarf the profile)
         print(
             json.dumps(
                 {
@@ -89,10 +95,14 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "early": {k: v for k, v in early.items() if isinstance(v, (int, float))},
                 "during": {k: v for k, v in during.items() if isinstance(v, (int, float))},
                 "after": {k: v for k, v in dict(prof.stats).items() if isinstance(v, (int, float))},
                 "rss_max": rss_during,
                 "rss_max_end": rss_stopped,
+                # What the profile holds: rows (a folded wait is one) and the samples they are.
+                "rows_held": len(prof.rows) // 24,
+                "samples_held": prof.sample_count,
                 "rows": rows,
                 "weight": weight,
                 "weight_any": weight_any,

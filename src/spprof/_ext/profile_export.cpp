@@ -28,15 +28,17 @@ struct Selection {
     std::vector<uint32_t> new_thread;    // thread record id -> export serial (kUnused: left out)
 };
 
-// The rows of a window, and the stacks, frames and threads they use (renumbered in order of use).
-std::vector<SampleRow> select_window(const Session* s, const ExportWindow& w, Selection* sel) {
+// The rows of a window (a folded wait's samples in it as one row, with `folds`), and the
+// stacks, frames and threads they use (renumbered in order of use).
+std::vector<SampleRow> select_window(const Session* s, const ExportWindow& w, Selection* sel,
+                                     std::vector<std::pair<size_t, uint64_t>>* folds) {
     const StackStore& st = s->store();
     const std::vector<ThreadRecord>& recs = s->threads();
     std::vector<SampleRow> rows;
     st.copy_samples_between(
         w.t0_ns, w.t1_ns,
         [&](uint32_t id) { return id < recs.size() && (w.native_tid == 0 || recs[id].native_tid == w.native_tid); },
-        &rows);
+        &rows, folds);
     sel->new_stack.assign(st.stack_count(), kUnused);
     sel->new_frame.assign(s->resolver().frames().size(), kUnused);
     sel->new_thread.assign(recs.size(), kUnused);
@@ -128,6 +130,24 @@ PyObject* stacks_list(const Session* s, const Selection& sel) {
     return stacks;
 }
 
+// {row index: samples it holds} for each row holding more than one (StackStore::folds).
+PyObject* folds_dict(const std::vector<std::pair<size_t, uint64_t>>& folds) {
+    PyObject* d = PyDict_New();
+    if (d == nullptr) return nullptr;
+    for (const auto& [row, n] : folds) {
+        PyObject* k = PyLong_FromSize_t(row);
+        PyObject* v = k != nullptr ? PyLong_FromUnsignedLongLong(n) : nullptr;
+        const bool ok = v != nullptr && PyDict_SetItem(d, k, v) == 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (!ok) {
+            Py_DECREF(d);
+            return nullptr;
+        }
+    }
+    return d;
+}
+
 PyObject* threads_list(const Session* s, const Selection& sel) {
     const std::vector<ThreadRecord>& recs = s->threads();
     PyObject* threads = PyList_New(0);
@@ -155,20 +175,28 @@ PyObject* threads_list(const Session* s, const Selection& sel) {
 PyObject* export_profile(const Session* s, PyObject* stats, const ExportWindow* window) {
     Selection sel;
     PyObject* samples = nullptr;
+    std::vector<std::pair<size_t, uint64_t>> folds;
     if (window != nullptr) {
-        const std::vector<SampleRow> rows = select_window(s, *window, &sel);
+        const std::vector<SampleRow> rows = select_window(s, *window, &sel, &folds);
         samples = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(rows.data()),
                                             static_cast<Py_ssize_t>(rows.size() * sizeof(SampleRow)));
     } else {
-        const size_t count = s->store().sample_count();
+        // The rows as held: a blocked thread's wait is one row however long (folds_dict).
+        const size_t count = s->store().row_count();
         samples = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(count * sizeof(SampleRow)));
         if (samples != nullptr) {
             auto* rows = reinterpret_cast<SampleRow*>(PyBytes_AS_STRING(samples));
-            s->store().copy_samples(rows);
+            s->store().copy_rows(rows);
             select_all(s, rows, count, &sel);
+            folds = s->store().folds();
         }
     }
     if (samples == nullptr) return nullptr;
+    PyObject* folds_obj = folds_dict(folds);
+    if (folds_obj == nullptr) {
+        Py_DECREF(samples);
+        return nullptr;
+    }
     PyObject* frames = frames_list(s, sel);
     PyObject* stacks = frames != nullptr ? stacks_list(s, sel) : nullptr;
     PyObject* threads = stacks != nullptr ? threads_list(s, sel) : nullptr;
@@ -180,12 +208,14 @@ PyObject* export_profile(const Session* s, PyObject* stats, const ExportWindow* 
         Py_XDECREF(stacks);
         Py_XDECREF(threads);
         Py_DECREF(samples);
+        Py_DECREF(folds_obj);
         return nullptr;
     }
     // put() steals its value whether it succeeds or not (and refuses a null one).
     bool ok = put(result, "frames", frames);
     ok = put(result, "stacks", stacks) && ok;
     ok = put(result, "samples", samples) && ok;
+    ok = put(result, "folds", folds_obj) && ok;
     ok = put(result, "threads", threads) && ok;
     if (ok) {
         Py_INCREF(stats);

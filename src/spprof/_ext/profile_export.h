@@ -24,9 +24,11 @@ struct ExportWindow {
     uint64_t native_tid = 0;
 };
 
-// {"frames", "stacks", "samples", "threads", "stats", "start_ns", "end_ns", "interval_ns"}:
-// the RawProfile of _ext.pyi. `window` null: every sample, frame, stack and thread of the
-// session (stop()); else only what the window's samples use, start_ns/end_ns being its bounds.
+// {"frames", "stacks", "samples", "folds", "threads", "stats", "start_ns", "end_ns",
+// "interval_ns"}: the RawProfile of _ext.pyi. `window` null: every row, frame, stack and thread
+// of the session (stop()), a folded row once with "folds" {row index: samples it holds}; else
+// only what the window's samples use, start_ns/end_ns being its bounds, a folded row's samples
+// in the window as one row (and its count in "folds").
 // `stats` is put in as is (a new reference is taken). New reference, or null with an exception.
 PyObject* export_profile(const Session* s, PyObject* stats, const ExportWindow* window);
 

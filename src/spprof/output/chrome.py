@@ -113,7 +113,8 @@ def render(profile: ProfileData) -> bytes:
     threads = profile.thread_table
     per_thread: dict[int, list[tuple[int, int, int]]] = {}
     per_task_track: dict[int, list[tuple[int, int, int]]] = {}
-    for ts, weight, stack, serial, _ in profile.iter_rows():
+    # A folded wait (one row, many samples) is one span: the slices its samples made together.
+    for ts, weight, stack, serial, _, _ in profile.iter_counted():
         into = per_task_track if threads[serial].task_track else per_thread
         into.setdefault(serial, []).append((ts, weight, stack))
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Optional
 
-from .._rows import FLAG_GIL_KNOWN, FLAG_HAS_GIL, FLAG_IDLE, FLAG_ON_CPU
+from .._rows import FLAG_GIL_KNOWN, FLAG_HAS_GIL, FLAG_IDLE, FLAG_ON_CPU, pieces
 
 if TYPE_CHECKING:
     from .._model import ProfileData
@@ -251,11 +251,11 @@ def render(profile: ProfileData) -> bytes:
     for r in records:
         keys.setdefault(r.key, []).append(r.serial)
     serial_key = {s: k for k, serials in keys.items() for s in serials}
-    rows: dict[tuple[int, int, bool], list[tuple[int, int, int, int]]] = {k: [] for k in keys}
-    for ts, weight, stack, serial, flags in profile.iter_rows():
+    rows: dict[tuple[int, int, bool], list[tuple[int, int, int, int, int]]] = {k: [] for k in keys}
+    for ts, weight, stack, serial, flags, n in profile.iter_counted():
         key = serial_key.get(serial)
         if key is not None:
-            rows[key].append((ts, weight, stack, flags))
+            rows[key].append((ts, weight, stack, flags, n))
 
     threads: list[dict[str, Any]] = []
     marker_names = [strings(m[0]) for m in MARKERS]
@@ -265,9 +265,12 @@ def render(profile: ProfileData) -> bytes:
         recs = [records[s] for s in keys[key]]
         th = _Thread(profile, strings)
         open_runs: list[Optional[list[float]]] = [None] * len(MARKERS)  # [start, end, n]
-        for ts, weight, stack, flags in sorted(rows[key]):
+        for ts, weight, stack, flags, n in sorted(rows[key]):
+            # A folded wait is one sample of its whole weight, stamped as its first sample
+            # (_rows.pieces): the stack chart shows it from there on, as it showed its samples.
+            at = ts if n == 1 else next(pieces(ts, weight, n))[0]
             th.samples["stack"].append(th.leaf(stack, bool(flags & FLAG_IDLE)))
-            th.samples["time"].append(_ms(ts - t0))
+            th.samples["time"].append(_ms(at - t0))
             th.samples["weight"].append(_ms(weight))
             begin, end = max(ts - weight, t0), ts  # not before the session (chrome.py)
             for m, (_, schema, cat, need) in enumerate(MARKERS):
@@ -285,10 +288,10 @@ def render(profile: ProfileData) -> bytes:
                     run = open_runs[m] = None
                 if inside:
                     if run is None:
-                        open_runs[m] = [begin, end, 1]
+                        open_runs[m] = [begin, end, n]
                     else:
                         run[1] = end
-                        run[2] += 1
+                        run[2] += n
         for m, run in enumerate(open_runs):
             if run is not None:
                 _, schema, cat, _ = MARKERS[m]

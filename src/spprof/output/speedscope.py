@@ -36,7 +36,9 @@ def render(profile: ProfileData) -> bytes:
     # per thread serial, samples in time order
     per_thread: dict[int, tuple[list[list[int]], list[int]]] = {}
     stack_cache: dict[int, list[int]] = {}
-    for _, weight, stack, serial, _ in profile.iter_rows():
+    # A folded wait (one row, many samples) is one sample of the whole wait's weight: the same
+    # widths in every view as its samples side by side.
+    for _, weight, stack, serial, _, _ in profile.iter_counted():
         s = stack_cache.get(stack)
         if s is None:
             s = stack_cache[stack] = [shared(fid) for fid in profile.stacks[stack]]

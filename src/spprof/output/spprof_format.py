@@ -3,7 +3,8 @@
 Layout (docs/formats.md has the full description): a gzip stream whose content is
 
     b"SPPROF\\x00" + version byte, then sections: 4-byte ASCII tag, u64 LE length, payload
-      META  UTF-8 JSON: session fields, thread table, string table, frames, stacks
+      META  UTF-8 JSON: session fields, thread table, string table, frames, stacks, and
+            (version 2) row_count and folds: the rows holding more than one sample
       TIME  1 kind byte + timestamp column (8 byte planes of per-thread residuals)
       ROWS  16 byte planes: weight_ns (8), stack id (4), thread serial | flags << 24 (4)
       END!  empty
@@ -34,7 +35,10 @@ if TYPE_CHECKING:
     from .._model import ProfileData
 
 MAGIC = b"SPPROF\x00"
-VERSION = 1
+# 2: META has row_count and folds (a blocked thread's wait kept as one row holding many
+# samples, wall mode). A profile without folded rows is still written as version 1, which
+# every spprof reads; a reader of version 1 only would count a folded wait as one sample.
+VERSION = 2
 ROW_PLANES = range(WEIGHT[0], ROW_SIZE)  # every row byte except the timestamp's
 U64 = 1 << 64
 
@@ -72,7 +76,7 @@ def field(rows: Union[bytes, bytearray], n: int, offset: int, width: int) -> byt
 
 def _columns(profile: ProfileData) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
     """(timestamps, weights, thread serials) of every row, in row order."""
-    n = profile.sample_count
+    n = profile.row_count
     rows = profile.rows
     ts = struct.unpack(f"<{n}Q", field(rows, n, *TIMESTAMP))
     weights = struct.unpack(f"<{n}Q", field(rows, n, *WEIGHT))
@@ -81,7 +85,7 @@ def _columns(profile: ProfileData) -> tuple[tuple[int, ...], tuple[int, ...], li
 
 
 def _time_section(profile: ProfileData) -> bytes:
-    n = profile.sample_count
+    n = profile.row_count
     if n == 0:
         return bytes([TIME_RESIDUAL])
     ts, weights, serials = _columns(profile)
@@ -135,10 +139,17 @@ def _meta(profile: ProfileData) -> dict[str, Any]:
             common += 1
         stacks.append([common, *ids[common:]])
         prev = tuple(ids)
+    folds: dict[str, Any] = {}
+    if profile.folds:  # [row, samples, row, samples, ...], by row
+        folds = {
+            "row_count": profile.row_count,
+            "folds": [x for i in sorted(profile.folds) for x in (i, profile.folds[i])],
+        }
     return {
         "format": "spprof",
-        "version": VERSION,
+        "version": _version(profile),
         "sample_count": profile.sample_count,
+        **folds,
         "interval_ms": profile.interval_ms,
         "mode": profile.mode,
         "duration_ns": profile.duration_ns,
@@ -153,6 +164,10 @@ def _meta(profile: ProfileData) -> dict[str, Any]:
     }
 
 
+def _version(profile: ProfileData) -> int:
+    return VERSION if profile.folds else 1
+
+
 def render(profile: ProfileData, compresslevel: int = 6) -> bytes:
     if len(profile.rows) % ROW_SIZE:
         raise ValueError(f"profile rows are not a whole number of {ROW_SIZE}-byte samples")
@@ -161,7 +176,7 @@ def render(profile: ProfileData, compresslevel: int = 6) -> bytes:
     body = b"".join(
         [
             MAGIC,
-            bytes([VERSION]),
+            bytes([_version(profile)]),
             _section(b"META", meta),
             _section(b"TIME", _time_section(profile)),
             _section(b"ROWS", b"".join(planes(profile.rows, ROW_SIZE, ROW_PLANES))),

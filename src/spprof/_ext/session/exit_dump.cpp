@@ -114,9 +114,10 @@ void json_string(std::string& out, const std::string& s) {
 
 void json_uint(std::string& out, uint64_t v) { out.append(std::to_string(v)); }
 
-// ---- the .spprof body (output/spprof_format.py, VERSION 1) ---------------------------------
+// ---- the .spprof body (output/spprof_format.py: version 1, or 2 with folded rows) -----------
 
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersionPlain = 1;
+constexpr uint8_t kVersionFolds = 2;  // META has row_count and folds
 constexpr uint8_t kTimeRaw = 1;  // TIME section kind: plain timestamps
 
 void section(std::string& out, const char tag[4], const std::string& payload) {
@@ -138,9 +139,12 @@ std::string body_of(const Session& s, const std::string& meta_members, uint64_t*
     const Resolver& res = s.resolver();
     const StackStore& store = s.store();
     const std::vector<ThreadRecord>& recs = s.threads();
-    // Rows, renumbered as export_profile does: the thread list has no gaps.
-    std::vector<SampleRow> rows(store.sample_count());
-    if (!rows.empty()) store.copy_samples(rows.data());
+    // Rows as held (a blocked thread's wait is one, with its count in folds), renumbered as
+    // export_profile does: the thread list has no gaps.
+    std::vector<SampleRow> rows(store.row_count());
+    if (!rows.empty()) store.copy_rows(rows.data());
+    const std::vector<std::pair<size_t, uint64_t>> folds = store.folds();
+    const uint8_t version = folds.empty() ? kVersionPlain : kVersionFolds;
     std::vector<uint32_t> index(recs.size(), 0);
     uint32_t kept = 0;
     for (size_t i = 0; i < recs.size(); ++i)
@@ -149,13 +153,27 @@ std::string body_of(const Session& s, const std::string& meta_members, uint64_t*
         const uint32_t id = r.thread_and_flags & kSerialMask;
         r.thread_and_flags = (r.thread_and_flags & ~kSerialMask) | (id < index.size() ? index[id] : 0);
     }
-    *samples = rows.size();
+    *samples = store.sample_count();
 
     const CaptureStats cs = capture_stats();
     const uint64_t dropped = cs.dropped_full + cs.dropped_busy + s.counters().dropped_memory;
     const uint64_t now = platform_monotonic_ns();
-    std::string meta = "{\"format\":\"spprof\",\"version\":1,\"sample_count\":";
-    json_uint(meta, rows.size());
+    std::string meta = "{\"format\":\"spprof\",\"version\":";
+    json_uint(meta, version);
+    meta += ",\"sample_count\":";
+    json_uint(meta, store.sample_count());
+    if (!folds.empty()) {
+        meta += ",\"row_count\":";
+        json_uint(meta, rows.size());
+        meta += ",\"folds\":[";
+        for (size_t i = 0; i < folds.size(); ++i) {
+            if (i) meta += ",";
+            json_uint(meta, folds[i].first);
+            meta += ",";
+            json_uint(meta, folds[i].second);
+        }
+        meta += "]";
+    }
     meta += ",";
     meta += meta_members;
     meta += ",\"duration_ns\":";
@@ -217,7 +235,7 @@ std::string body_of(const Session& s, const std::string& meta_members, uint64_t*
 
     std::string body = "SPPROF";
     body.push_back('\0');
-    body.push_back(static_cast<char>(kVersion));
+    body.push_back(static_cast<char>(version));
     section(body, "META", meta);
     std::string time(1, static_cast<char>(kTimeRaw));
     const auto* bytes = reinterpret_cast<const unsigned char*>(rows.data());

@@ -117,15 +117,12 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
         const size_t fold = fold_target(serial, id, flags, *hdr);
         if (fold != kNoRow) {
             // The wait goes on: the row that holds it grows (same bookkeeping as a new row's).
-            // Over the limit the time still lands, as one more sample no longer does.
-            store_.fold_into(fold, timestamp, hdr->weight_ns, !over_limit_);
+            // It costs no memory, so it is kept over the limit too (counted apart).
+            store_.fold_into(fold, timestamp, hdr->weight_ns);
             last_ts_[serial] = std::max(last_ts_[serial], timestamp);
-            if (over_limit_) {
-                ++counters_.idle_folded_over_limit;
-            } else {
-                ++threads_.record(id).samples;
-                ++counters_.idle_samples_folded;
-            }
+            ++threads_.record(id).samples;
+            ++counters_.idle_samples_folded;
+            if (over_limit_) ++counters_.idle_folded_over_limit;
             ring->pop();
             continue;
         }

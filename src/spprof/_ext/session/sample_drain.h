@@ -7,7 +7,7 @@
 // continues the thread's latest row (idle, that stack, its time right after the row's), it is
 // folded into that row (StackStore::fold_into) instead of taking one: a blocked thread costs
 // one row per wait, not one per census. Over the memory limit, records are counted and
-// dropped (a fold still lands: it takes no new row). Drain thread or stop(), GIL held (the resolver). Also the
+// dropped, except folds: they take no memory and are kept. Drain thread or stop(), GIL held (the resolver). Also the
 // thread registry's RingSink: an ended thread's ring is emptied before it is reused.
 //
 // The drain thread's passes in native mode may leave records behind: a record whose names

@@ -62,8 +62,8 @@ struct SessionCounters {
     uint64_t drains_waiting_for_files = 0;
     // Idle samples folded into their thread's previous row (sample_drain.h): rows not taken.
     uint64_t idle_samples_folded = 0;
-    // Idle records folded while over the memory limit: their time is in the row, they are not
-    // samples of their own (the export would pass the limit).
+    // Idle records folded while over the memory limit: kept, each a sample of the row it joined
+    // (a fold costs no memory); counted apart so the summary can say the limit was met.
     uint64_t idle_folded_over_limit = 0;
 };
 

@@ -33,27 +33,35 @@ uint32_t StackStore::intern(const uint32_t* frames, uint32_t n) {
     return id;
 }
 
-void StackStore::fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, bool counted) {
+void StackStore::fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns) {
     SampleRow& row = blocks_[i / kRowsPerBlock][i % kRowsPerBlock];
     row.weight_ns += weight_ns;
     if (timestamp_ns > row.timestamp_ns) row.timestamp_ns = timestamp_ns;
-    if (!counted) {
-        folded_.emplace(i, 0);  // no more samples, but its time moved: windows must see it
-        return;
-    }
     ++folded_[i];
     ++folded_extra_;
 }
 
+void StackStore::copy_rows(SampleRow* out) const {
+    size_t left = rows_;
+    for (const auto& block : blocks_) {
+        const size_t n = left < kRowsPerBlock ? left : kRowsPerBlock;
+        std::memcpy(out, block.get(), n * sizeof(SampleRow));
+        out += n;
+        left -= n;
+    }
+}
+
+std::vector<std::pair<size_t, uint64_t>> StackStore::folds() const {
+    std::vector<std::pair<size_t, uint64_t>> out;
+    for (const auto& kv : folded_)
+        out.emplace_back(kv.first, kv.second + 1);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 void StackStore::copy_samples(SampleRow* out) const {
     if (folded_.empty()) {
-        size_t left = rows_;
-        for (const auto& block : blocks_) {
-            const size_t n = left < kRowsPerBlock ? left : kRowsPerBlock;
-            std::memcpy(out, block.get(), n * sizeof(SampleRow));
-            out += n;
-            left -= n;
-        }
+        copy_rows(out);
         return;
     }
     for (size_t i = 0; i < rows_; ++i) {

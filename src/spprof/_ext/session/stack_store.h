@@ -4,8 +4,9 @@
 // stack, thread, time and weight. Memory therefore grows with the number of distinct stacks
 // plus a small fixed cost per sample, and the session's memory limit is enforced here. A
 // blocked thread's run of idle samples on one stack is folded into one row (fold_into), so
-// a wait costs one row however long it lasts; memory_bytes() still counts each folded sample
-// at the 24 bytes it takes once exported, so the limit bounds the profile stop() returns.
+// a wait costs one row however long it lasts, in the store, in the profile stop() returns
+// (copy_rows, folds), in the exit dump's file and in every output (a writer draws a wait as
+// one span): a folded sample costs no memory and memory_bytes() does not count it.
 // Threads: the drain only, GIL held.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <iterator>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace spprof {
@@ -51,24 +53,34 @@ public:
     size_t sample_count() const { return rows_ + folded_extra_; }
     const SampleRow& sample(size_t i) const { return blocks_[i / kRowsPerBlock][i % kRowsPerBlock]; }
     // Copies every sample, in order, into out (sample_count() rows): a folded row comes out as
-    // the samples it holds (see fold_into).
+    // the samples it holds (see fold_into). The exit dump's file wants them one by one.
     void copy_samples(SampleRow* out) const;
+    // Copies the rows as held, in order, into out (row_count() rows): a folded row once, with
+    // its whole wait's weight and span; folds() says how many samples it holds. stop() exports
+    // these, so a wait folded into one row stays one row in the profile (Python expands it
+    // only where a writer reads samples one by one).
+    void copy_rows(SampleRow* out) const;
+    // Each row holding more than one sample: (row index, samples it holds), by row index.
+    std::vector<std::pair<size_t, uint64_t>> folds() const;
     // Appends to out the samples copy_samples() would give whose time is in [t0_ns, t1_ns]
-    // and whose thread record id `keep_thread(id)` accepts (a window on the session; a folded
-    // row is cut into its samples first). Rows are read from first_row_for(t0_ns) on, plus
-    // the folded rows before it (their time moves on with their wait), in row order: a
-    // window's cost follows the rows since its start, not the session's length.
+    // and whose thread record id `keep_thread(id)` accepts (a window on the session). A folded
+    // row's samples in the window stay one row, spanning them, and (out index, how many) goes
+    // to `folds`: a window over a minute of 5,000 blocked threads is 5,000 rows, not 30 M.
+    // Rows are read from first_row_for(t0_ns) on, plus the folded rows before it (their time
+    // moves on with their wait), in row order: a window's cost follows the rows since its
+    // start, not the session's length.
     template <class KeepThread>
-    void copy_samples_between(uint64_t t0_ns, uint64_t t1_ns, KeepThread keep_thread, std::vector<SampleRow>* out) const {
+    void copy_samples_between(uint64_t t0_ns, uint64_t t1_ns, KeepThread keep_thread, std::vector<SampleRow>* out,
+                              std::vector<std::pair<size_t, uint64_t>>* folds) const {
         const size_t first = first_row_for(t0_ns);
         if (first > 0 && !folded_.empty()) {
             std::vector<size_t> early;
             for (const auto& kv : folded_)
                 if (kv.first < first) early.push_back(kv.first);
             std::sort(early.begin(), early.end());
-            for (const size_t i : early) copy_row_between(i, t0_ns, t1_ns, keep_thread, out);
+            for (const size_t i : early) copy_row_between(i, t0_ns, t1_ns, keep_thread, out, folds);
         }
-        for (size_t i = first; i < rows_; ++i) copy_row_between(i, t0_ns, t1_ns, keep_thread, out);
+        for (size_t i = first; i < rows_; ++i) copy_row_between(i, t0_ns, t1_ns, keep_thread, out, folds);
     }
     // Time marks, for windows: the drain notes (now, rows held) before each pass, at most one
     // mark per kRowsPerMark rows. Every row is stamped no later than it is added, so the rows
@@ -100,15 +112,13 @@ public:
     // its time moves to timestamp_ns, so the row spans the whole wait; the store keeps how
     // many samples the row holds. copy_samples() gives them back as that many samples, evenly
     // spaced over the row's span and sharing its weight (the remainder on the last), so every
-    // count, weight and span an output shows is what the separate rows showed.
-    // `counted` false (the session is over its memory limit): the weight and time still land
-    // but the row holds no more samples, so the export stays within the limit.
-    void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, bool counted);
+    // count, weight and span an output shows is what the separate rows showed. No memory:
+    // a count in the row's entry of folded_.
+    void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns);
 
     size_t memory_bytes() const {
         return pool_.capacity() * 4 + offsets_.capacity() * 4 + index_.size() * 48 + marks_.capacity() * sizeof(TimeMark) +
-               blocks_.size() * kRowsPerBlock * sizeof(SampleRow) + folded_.size() * kFoldedNodeBytes +
-               folded_extra_ * sizeof(SampleRow);  // what the folded samples take once exported
+               blocks_.size() * kRowsPerBlock * sizeof(SampleRow) + folded_.size() * kFoldedNodeBytes;
     }
 
 private:
@@ -118,7 +128,7 @@ private:
     };
     template <class KeepThread>
     void copy_row_between(size_t i, uint64_t t0_ns, uint64_t t1_ns, KeepThread& keep_thread,
-                          std::vector<SampleRow>* out) const {
+                          std::vector<SampleRow>* out, std::vector<std::pair<size_t, uint64_t>>* folds) const {
         const SampleRow& row = sample(i);
         if (!keep_thread(row.thread_and_flags & kSerialMask)) return;
         const auto it = folded_.empty() ? folded_.end() : folded_.find(i);
@@ -127,13 +137,23 @@ private:
             if (row.timestamp_ns >= t0_ns && row.timestamp_ns <= t1_ns) out->push_back(row);
             return;
         }
-        // A wait folded for minutes holds thousands of samples and a window wants a few: the
-        // pieces' times grow with k, so start just before t0 and stop past t1.
+        // A wait folded for minutes holds thousands of samples and a window wants some: the
+        // pieces' times grow with k, so start just before t0 and stop past t1. Those inside
+        // become one row ending at the last of them and weighing what they weigh.
+        SampleRow span = row;
+        span.weight_ns = 0;
+        uint64_t inside = 0;
         for (uint64_t k = first_piece_at(row, n, t0_ns); k < n; ++k) {
             const SampleRow p = piece(row, n, k);
             if (p.timestamp_ns > t1_ns) break;
-            if (p.timestamp_ns >= t0_ns) out->push_back(p);
+            if (p.timestamp_ns < t0_ns) continue;
+            span.timestamp_ns = p.timestamp_ns;
+            span.weight_ns += p.weight_ns;
+            ++inside;
         }
+        if (inside == 0) return;
+        if (inside > 1) folds->emplace_back(out->size(), inside);
+        out->push_back(span);
     }
     // A k no later than the first piece of the row's n stamped at or after t0 (see piece()).
     static uint64_t first_piece_at(const SampleRow& row, uint64_t n, uint64_t t0_ns);
