@@ -7,6 +7,7 @@ is the one the program asked for, the profile file exists and names the work fun
 
 from __future__ import annotations
 
+import gzip
 import inspect
 import os
 import posix
@@ -165,6 +166,44 @@ def hold_lib(tmp_path_factory) -> Path:
     lib = d / "libhold.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(d / "hold.c")], check=True)
     return lib
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the wall census is Linux's")
+def test_the_dump_written_without_the_gil_keeps_a_wait_as_one_row(tmp_path, hold_lib):
+    # Wall mode: a thread blocked from the start, then SIGTERM while C code holds the GIL. The
+    # watcher's dump writes the store's rows as held and their counts (format version 2), as
+    # stop() exports them; at ef9d17f it wrote a row per census (and with folds no longer
+    # bounded by the memory limit, a long wait would have been an allocation per census).
+    out = tmp_path / "p.spprof"
+    cmd = [sys.executable, "-m", "spprof", "--mode", "wall", "-i", "5", "-o", str(out), str(SCRIPT)]
+    proc = subprocess.Popen(
+        [*cmd, "hold"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(HOLD_LIB=str(hold_lib), EXIT_PATHS_WAITER="1"),
+        preexec_fn=_default_signals,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "READY"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGTERM, err
+    assert gzip.decompress(out.read_bytes())[7] == 2  # the version with folds
+    profile = spprof.load(out)
+    assert profile.stats.get("written_without_gil") == 1
+    waiter = {t.serial for t in profile.thread_table if t.name == "waiter"}
+    rows = [r for r in profile.iter_counted() if r[3] in waiter]
+    samples = [s for s in profile.samples if s.thread_name == "waiter"]
+    # ~0.6 s drained before the GIL was held: a census each 10 ms, in a row or two.
+    assert len(rows) <= 3, rows
+    assert len(samples) >= 25 and all(s.idle for s in samples), len(samples)
+    assert sum(r[5] for r in rows) == len(samples)
 
 
 @pytest.mark.parametrize("how,name", [("cli", "p.spprof"), ("api", "p.collapsed")])

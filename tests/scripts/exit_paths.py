@@ -14,6 +14,8 @@ argv[1] says, without returning through Python:
                that keeps the GIL for 30 s (the test sends SIGTERM meanwhile)
 
 With `--api OUT` after the mode the program profiles itself: spprof.start(output_path=OUT).
+With EXIT_PATHS_WAITER=1 in the environment a thread named "waiter" blocks on an Event from
+the start (wall mode's folded rows).
 """
 
 import ctypes
@@ -46,6 +48,10 @@ def parent_after_fork():
 
 def main():
     mode = sys.argv[1]
+    if os.environ.get("EXIT_PATHS_WAITER"):
+        import threading
+
+        threading.Thread(target=threading.Event().wait, name="waiter", daemon=True).start()
     if "--api" in sys.argv:
         import spprof
 
