@@ -168,6 +168,30 @@ def hold_lib(tmp_path_factory) -> Path:
     return lib
 
 
+def _sigterm_while_holding(cmd: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Run the script's `hold` mode, SIGTERM it 0.5 s after READY (C code holds the GIL):
+    (returncode, stdout, stderr)."""
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_default_signals,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "READY"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        stdout, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, stdout, err
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the wall census is Linux's")
 def test_the_dump_written_without_the_gil_keeps_a_wait_as_one_row(tmp_path, hold_lib):
     # Wall mode: a thread blocked from the start, then SIGTERM while C code holds the GIL. The
@@ -176,24 +200,10 @@ def test_the_dump_written_without_the_gil_keeps_a_wait_as_one_row(tmp_path, hold
     # bounded by the memory limit, a long wait would have been an allocation per census).
     out = tmp_path / "p.spprof"
     cmd = [sys.executable, "-m", "spprof", "--mode", "wall", "-i", "5", "-o", str(out), str(SCRIPT)]
-    proc = subprocess.Popen(
-        [*cmd, "hold"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(HOLD_LIB=str(hold_lib), EXIT_PATHS_WAITER="1"),
-        preexec_fn=_default_signals,
+    returncode, _, err = _sigterm_while_holding(
+        [*cmd, "hold"], _env(HOLD_LIB=str(hold_lib), EXIT_PATHS_WAITER="1")
     )
-    try:
-        assert proc.stdout.readline().strip() == "READY"
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGTERM, err
+    assert returncode == -signal.SIGTERM, err
     assert gzip.decompress(out.read_bytes())[7] == 2  # the version with folds
     profile = spprof.load(out)
     assert profile.stats.get("written_without_gil") == 1
@@ -211,24 +221,10 @@ def test_sigterm_while_c_code_holds_the_gil_writes_the_drained_samples(
     tmp_path, hold_lib, how, name
 ):
     out = tmp_path / name
-    proc = subprocess.Popen(
-        _command(how, out, "hold"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(HOLD_LIB=str(hold_lib)),
-        preexec_fn=_default_signals,
+    returncode, stdout, err = _sigterm_while_holding(
+        _command(how, out, "hold"), _env(HOLD_LIB=str(hold_lib))
     )
-    try:
-        assert proc.stdout.readline().strip() == "READY"
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
-        stdout, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGTERM, err
+    assert returncode == -signal.SIGTERM, err
     assert "RETURNED" not in stdout
     # The .spprof file: the output itself, or next to it when its format needs Python.
     written = out if name.endswith(".spprof") else Path(str(out) + ".spprof")
