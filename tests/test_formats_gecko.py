@@ -315,6 +315,6 @@ def test_real_profile(tmp_path):
     assert any(names[-1] == "warm_function" for names, _, _ in worker)
     assert not any("hot_function" in names for names, _, _ in worker)
     total_samples = sum(t["samples"]["length"] for t in doc["threads"])
-    assert total_samples == p.sample_count
+    assert total_samples == p.row_count  # an entry per row (a folded wait is one)
     total_ms = sum(sum(t["samples"]["weight"]) for t in doc["threads"])
     assert total_ms == pytest.approx(p.total_weight_ns / MS, rel=1e-6)

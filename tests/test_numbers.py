@@ -89,11 +89,14 @@ def test_recording_report_and_formats_agree(tmp_path, mode: str, flags: list[str
         collapsed_us,
         total_ns,
     )
+    # speedscope and gecko list an entry per row: a blocked thread's wait (wall mode) is one
+    # row holding a sample per census, drawn as one span of its whole weight.
     speedscope = json.loads(output.render(profile, "speedscope"))
-    assert sum(len(p["samples"]) for p in speedscope["profiles"]) == kept
+    assert sum(len(p["samples"]) for p in speedscope["profiles"]) == profile.row_count
     assert sum(sum(p["weights"]) for p in speedscope["profiles"]) == total_ns
     gecko = json.loads(output.render(profile, "gecko"))
-    assert sum(len(t["samples"]["stack"]) for t in gecko["threads"]) == kept
+    assert sum(len(t["samples"]["stack"]) for t in gecko["threads"]) == profile.row_count
+    assert sum(n for _, _, _, _, _, n in profile.iter_counted()) == kept
     page = html_output.page_data(profile)
     assert sum(t["samples"] for t in page["threads"]) == kept
     assert page["summary"].startswith(f"{kept} samples")

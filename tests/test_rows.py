@@ -38,7 +38,7 @@ def test_a_stopped_profile_decodes_with_the_layout():
         spin(0.2)
     profile = p.profile
     assert profile is not None and profile.sample_count > 0
-    assert len(profile.rows) == profile.sample_count * _rows.ROW_SIZE
+    assert len(profile.rows) == profile.row_count * _rows.ROW_SIZE
     known = sum(_rows.FLAGS.values()) & ~_rows.FLAG_STACK_ONLY  # stack-only records never export
     for _, _, stack, serial, flags in profile.iter_rows():
         assert stack < len(profile.stacks)
