@@ -6,6 +6,7 @@
 #include "exit_dump.h"
 #include "../exit_calls.h"
 #include "../log.h"
+#include "../own_threads.h"
 #include "../signal_handler.h"
 #include "../unwind/eval_ranges.h"
 #include "../unwind/rust_demangle.h"
@@ -31,6 +32,9 @@ Error Session::start(bool threads_after_fork) {
     keepalive_.activate();
     // Handler first, then the table the handler reads, then the timers that fire into it.
     if (config_.native) {
+        // A module file read for names while the GIL is held (nobody read it apart first; the
+        // eval loop's ranges below, stop, a window's end) opens in a table of its own too.
+        resolver_.symbolizer().set_file_read_runner(&own_thread_run_apart);
         // Unwind tables and the eval loop's address ranges, before the first signal.
         unwind_ = std::make_unique<UnwindTables>();
         Error u = unwind_->refresh();

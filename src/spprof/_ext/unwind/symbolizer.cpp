@@ -66,15 +66,17 @@ void read_module_tables(ModuleTables* t) {
     if (!t->has_starts) t->starts.clear();
 }
 
-namespace {
-
-// Reads the module's table on the caller's thread when nobody installed it; true when it read.
-bool ensure_symbols(Symbolizer::Module* m) {
+bool Symbolizer::ensure_symbols(Module* m) {
     if (m->symbols_read) return false;
     m->symbols_read = true;
-    m->has_symbols = platform_read_function_symbols(m->path.c_str(), &m->table);
+    read_apart([](void* p) {
+        auto* mod = static_cast<Module*>(p);
+        mod->has_symbols = platform_read_function_symbols(mod->path.c_str(), &mod->table);
+    }, m);
     return true;
 }
+
+namespace {
 
 // The symbol covering runtime address pc in `m`, or nullptr.
 const ImageSymbol* lookup(const Symbolizer::Module& m, uint64_t pc) {
@@ -204,7 +206,10 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
         if (!m->starts_read) {
             m->starts_read = true;
             ++inline_reads_;
-            if (!platform_read_function_starts(m->path.c_str(), &m->starts)) m->starts.clear();
+            read_apart([](void* p) {
+                auto* mod = static_cast<Module*>(p);
+                if (!platform_read_function_starts(mod->path.c_str(), &mod->starts)) mod->starts.clear();
+            }, m);
         }
         // The last start at or below the pc: a pc in code without unwind information (rare in
         // compiled code) goes to the function before it.

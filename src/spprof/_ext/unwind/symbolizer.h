@@ -91,8 +91,13 @@ public:
     // them yet (a table is in file addresses: where the module is loaded does not matter).
     // Same thread rules as symbolize.
     void install(ModuleTables&& t);
-    // Files symbolize read itself, on its caller's thread (nobody had installed their tables).
+    // Files symbolize read itself, on its caller's behalf (nobody had installed their tables).
     uint64_t inline_reads() const { return inline_reads_; }
+    // How those reads run: run(fn, arg) calls fn(arg) and returns when it has (the session
+    // passes own_thread_run_apart, so a file opened for a name takes none of the program's
+    // descriptor numbers); null, the default: on the caller's thread.
+    using FileReadRunner = void (*)(void (*fn)(void*), void* arg);
+    void set_file_read_runner(FileReadRunner run) { run_reads_ = run; }
 
     // Every function symbol of the module that contains `addr_in_module` named `name` or
     // `name` + "." + suffix (gcc's clones and split parts: .cold, .part.0, .constprop.0...),
@@ -108,6 +113,9 @@ public:
 private:
     Module* module_for(uint64_t pc);
     void rescan_modules();
+    // Reads m's symbol table if nobody did (through run_reads_); true when it read.
+    bool ensure_symbols(Module* m);
+    void read_apart(void (*fn)(void*), void* arg) const { run_reads_ != nullptr ? run_reads_(fn, arg) : fn(arg); }
 
     std::vector<std::unique_ptr<Module>> modules_;
     std::unordered_map<uint64_t, NativeSymbol> cache_;
@@ -115,6 +123,7 @@ private:
     uint64_t subs_ = 0;
     bool scanned_ = false;
     uint64_t inline_reads_ = 0;
+    FileReadRunner run_reads_ = nullptr;
 };
 
 // Demangle an Itanium C++ name (starting with "_Z", which includes Rust's legacy mangling) or a
