@@ -53,7 +53,9 @@ public:
     size_t sample_count() const { return rows_ + folded_extra_; }
     const SampleRow& sample(size_t i) const { return blocks_[i / kRowsPerBlock][i % kRowsPerBlock]; }
     // Copies every sample, in order, into out (sample_count() rows): a folded row comes out as
-    // the samples it holds (see fold_into). The exit dump's file wants them one by one.
+    // the samples it holds (see fold_into), cut as a window cuts it. Nothing exports this any
+    // more (stop(), windows and the exit dump keep rows with their counts): it is the native
+    // tests' reference for the cut (piece) that windows and _rows.pieces make.
     void copy_samples(SampleRow* out) const;
     // Copies the rows as held, in order, into out (row_count() rows): a folded row once, with
     // its whole wait's weight and span; folds() says how many samples it holds. stop() exports
