@@ -326,6 +326,36 @@ def test_a_peer_of_another_uid_is_refused_before_it_is_read(tmp_path: Path):
     assert json.loads(r.stdout) == {"got": "", "refused": 1, "requests": 0}
 
 
+class _FakeConn:
+    """A connected socket as getsockopt sees it: the credentials the kernel would give."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self.asked: list[tuple[int, int, int]] = []
+
+    def getsockopt(self, level: int, option: int, size: int) -> bytes:
+        self.asked.append((level, option, size))
+        return self.raw
+
+
+def test_the_macos_peer_uid_is_read_from_xucred(monkeypatch):
+    # macOS cannot be run here; its branch is run on Linux with the layout of its SDK
+    # (MacOSX 12.0 sys/un.h: SOL_LOCAL 0, LOCAL_PEERCRED 0x001; sys/ucred.h: struct xucred
+    # {u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16];}).
+    import struct
+
+    from spprof import _control
+
+    xucred = struct.pack("IIh16I", 0, 501, 1, 20, *([0] * 15))
+    assert len(xucred) == 76  # the C struct's size, padding after cr_ngroups included
+    monkeypatch.setattr(_control.sys, "platform", "darwin")
+    assert _control._peercred("darwin") == (0, 0x001, 76)
+    monkeypatch.setattr(_control, "_PEERCRED", _control._peercred("darwin"))
+    conn = _FakeConn(xucred)
+    assert _control.peer_uid(conn) == 501  # type: ignore[arg-type]
+    assert conn.asked == [(0, 0x001, 76)]
+
+
 DAEMON_CLOSES_FDS = """
 import json, os, socket, sys, time
 import spprof

@@ -126,6 +126,20 @@ def test_python_thread_blocking_the_signal_is_named_and_not_idle(lib, mode):
 
 
 @pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_a_thread_blocking_the_signal_behind_many_others_is_still_found(lib, mode):
+    # 600 threads wait while the masked one spins: a pass reads the CPU clocks of at most 256
+    # threads that take the signal (SessionThreads::kMaskChecksPerPass), in turn, so the
+    # masked thread (slot 601) is reached on the third pass. A turn that always began at the
+    # first slot would never reach it: no samples, its CPU left out of the balance.
+    out = run_case(lib, "python_blocked", mode=mode, seconds=1.5, idle=600)
+    t = out["thread"]
+    assert t["entries"] == 1 and t["names"] == ["masked"]
+    assert t["signal_blocked"] == [True]
+    assert within(t["cpu_ns"][0], out["truth_ns"], 0.10), (t["cpu_ns"], out["truth_ns"])
+    assert within(out["stats"]["cpu_signal_blocked_ns"], out["truth_ns"], 0.10), out["stats"]
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
 def test_sampling_signal_brings_no_eintr(lib, mode):
     # A C thread spins a little, then waits in read(), nanosleep() and a timed futex wait,
     # 1,500 times. Its CPU timer fires while it runs; with per-thread timers the signal is

@@ -201,6 +201,40 @@ def test_thread_found_by_scan_before_threading_knows_it_keeps_its_name(timer):
     assert names == {"renamed-late"}, names
 
 
+def test_hundreds_of_threads_renamed_while_they_wait_keep_their_new_names():
+    # Each drain pass reads the names of every live thread from threading in one walk of
+    # threading._active, matched to spprof's records by ident: idents are stack addresses
+    # that share their low bits, so this is the case an index keyed badly would mix up.
+    count = 300
+    renamed = threading.Barrier(count + 1)
+    release = threading.Event()
+
+    def body(i: int) -> None:
+        threading.current_thread().name = f"renamed-{i}"
+        renamed.wait()
+        release.wait()
+
+    with spprof.Profiler(interval_ms=10, mode="wall") as p:
+        threads = [
+            threading.Thread(target=body, args=(i,), name=f"started-{i}") for i in range(count)
+        ]
+        for t in threads:
+            t.start()
+        renamed.wait()
+        time.sleep(0.6)  # two drain passes or more while every thread waits, renamed
+        idents = {t.ident: f"renamed-{i}" for i, t in enumerate(threads)}
+        release.set()
+        for t in threads:
+            t.join()
+    seen: dict[int, set[str]] = {}
+    for s in p.get_samples():
+        if s.thread_id in idents:
+            seen.setdefault(s.thread_id, set()).add(s.thread_name)
+    assert len(seen) == count, len(seen)
+    wrong = {ident: names for ident, names in seen.items() if names != {idents[ident]}}
+    assert not wrong, list(wrong.items())[:5]
+
+
 # A thread's CPU as shown also holds its start (after registration) and its end (before
 # the last reading): nothing natively, 7-11 ms under qemu-user, which emulates that code
 # (0.308-0.311 s shown for 0.301 s measured, on an idle machine, at 3b1a931 and d6c2fee).

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import _debug, _ext
+from ._family_files import alive
 from ._high_fd import identity, move_high, still_ours
 from ._runner_frames import is_runner_file
 
@@ -60,13 +61,17 @@ ON_CPU_SHARE = 0.05
 # ended it this often: the drain takes the GIL this often anyway (drain_thread.cpp).
 END_POLL_S = 0.25
 
-_PEERCRED: Optional[tuple[int, int, int]]  # (level, option, size) of the peer's credentials
-if sys.platform == "darwin":
-    _PEERCRED = (0, 0x001, struct.calcsize("IIh16I"))  # SOL_LOCAL, LOCAL_PEERCRED, xucred
-elif hasattr(socket, "SO_PEERCRED"):
-    _PEERCRED = (socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-else:
-    _PEERCRED = None
+
+def _peercred(platform: str) -> Optional[tuple[int, int, int]]:
+    """(level, option, size) of the peer's credentials on `platform`; None: not known."""
+    if platform == "darwin":
+        return (0, 0x001, struct.calcsize("IIh16I"))  # SOL_LOCAL, LOCAL_PEERCRED, xucred
+    if hasattr(socket, "SO_PEERCRED"):
+        return (socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return None
+
+
+_PEERCRED = _peercred(sys.platform)
 
 
 _runtime_dir_override: Optional[str] = None  # spprof attach's, for the process's sessions
@@ -533,7 +538,7 @@ def _remove_stale(directory: str) -> None:
         if suffix in ("spprof", "py") and "-" in pid:  # a window or attach file left behind
             if time.time() - _mtime(os.path.join(directory, name)) < STALE_WINDOW_S:
                 continue
-        elif suffix != "sock" or not pid.isdigit() or _alive(int(pid)):
+        elif suffix != "sock" or not pid.isdigit() or alive(int(pid)):
             continue
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(directory, name))
@@ -545,12 +550,4 @@ def _mtime(path: str) -> float:
     except OSError:
         return time.time()
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

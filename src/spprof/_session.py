@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import platform
+import signal
 import sys
 import threading
 import time
@@ -808,19 +809,29 @@ def _after_fork_child() -> None:
             _debug.debug(f"--subprocesses: the forked child is not profiled: {exc!r}")
 
 
+_EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # the watcher's
+
+
 def start_family_child(cfg: Optional[ValidConfig] = None) -> None:
     """Profile this process as a child of its --subprocesses family: forked (`cfg`: the
     parent's settings) or a new interpreter (the family's, from the environment)."""
     global _family_child
-    child = _subprocesses.child_config(cfg)
-    if child is None:
-        return
-    # A runner's covers the parent had (the CLI's) are the parent's: the child's session
-    # covers its own exits.
-    _exit_calls.disable()
-    _ext._unwatch_exit_signals()
-    start_checked(child)
-    _family_child = True
+    # From its mark on, the child is counted: one ended by SIGTERM before its session's
+    # exit-signal watcher is there would be lost. Those signals wait, on the child's only
+    # thread (spprof's threads block them), until the watcher takes them.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _EXIT_SIGNALS)
+    try:
+        child = _subprocesses.child_config(cfg)
+        if child is None:
+            return
+        # A runner's covers the parent had (the CLI's) are the parent's: the child's session
+        # covers its own exits.
+        _exit_calls.disable()
+        _ext._unwatch_exit_signals()
+        start_checked(child)
+        _family_child = True
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _before_fork() -> None:

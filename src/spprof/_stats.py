@@ -115,6 +115,7 @@ class SessionStats(Mapping[str, Any]):
     wall_state_probes: Optional[int] = None
     wall_walks: Optional[int] = None
     wall_walks_lost: Optional[int] = None
+    wall_passed_over: Optional[int] = None  # a long wait's censuses that read no clock
     samples_in_gc: Optional[int] = None  # None where <GC> frames are not made (macOS)
     # Every OS thread and the CPU balance (docs/usage.md, "The CPU balance").
     os_threads_scan: Optional[str] = None

@@ -17,7 +17,9 @@ os._exit, exec, exit signals: the session's usual exits), after marking itself
 is taken, by the same process before an exec or an earlier one with its pid). multiprocessing's
 helpers mark themselves `PID.helper` and take no profile (_subprocess_hook.py). When the
 root stops, it merges every finished child into its own profile (_process_merge.py) and
-deletes their files. A child that died without writing (SIGKILL) is counted and named. So is
+deletes their files; while it runs, it merges finished children into batch files as they
+come, so the directory stays small however many children a long service recycles
+(_family_files.py). A child that died without writing (SIGKILL) is counted and named. So is
 one still running: marked, or (Linux) a child of the root's that runs this Python and has
 not marked itself yet (still starting); the directory then stays, for it to write into.
 """
@@ -34,16 +36,17 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
-from . import _debug
+from . import _debug, _ext, _family_files
 from ._config import ValidConfig
+from ._family_files import RUNNING as _RUNNING
+from ._family_files import WRITTEN as _WRITTEN
+from ._family_files import Compactor, alive, batch_files
 from ._model import ProfileData
 
 P = TypeVar("P", bound=ProfileData)
 
 ENV = "SPPROF_SUBPROCESSES"
-_RUNNING = ".running"
 _HELPER = ".helper"
-_WRITTEN = ".spprof"
 
 # The settings a child takes from the root (its output and endpoint are its own).
 _INHERITED = (
@@ -71,15 +74,19 @@ class Family:
 
 
 _family: Optional[Family] = None
+_compactor: Optional[Compactor] = None  # the root's, while its session runs
 
 
 def begin(cfg: ValidConfig) -> None:
-    """The root's start: the directory, and the variable that hands it to children."""
-    global _family
+    """The root's start (its session running): the directory, the variable that hands it to
+    children, and the drain thread's call that merges finished children as they come."""
+    global _family, _compactor
     directory = tempfile.mkdtemp(prefix="spprof-subprocesses-")
     settings = {k: v for k, v in asdict(cfg).items() if k in _INHERITED}
     _family = Family(directory, os.getpid(), settings)
     os.environ[ENV] = json.dumps({"dir": directory, "root": _family.root_pid, "settings": settings})
+    _compactor = Compactor(directory, _family.root_pid, _ext._call_apart)
+    _ext._drain_timer(_compactor, _family_files.CHECK_S)
     _debug.debug(f"--subprocesses: children write into {directory}")
 
 
@@ -162,7 +169,7 @@ def running_members() -> list[int]:
         if (base / f"{stem}{_WRITTEN}").exists():
             continue
         pid = int(stem.split(".")[0])
-        if pid != family.root_pid and _alive(pid):
+        if pid != family.root_pid and alive(pid):
             pids.add(pid)
     return sorted(pids)
 
@@ -174,11 +181,13 @@ def in_child() -> bool:
 
 def end(own: P) -> P:
     """The root's stop: `own` with the finished children merged, their files removed."""
-    global _family
+    global _family, _compactor
     family = _family
     if family is None or not family.is_root:
         return own
     _family = None
+    compactor, _compactor = _compactor, None
+    _ext._drain_timer(None, 0)  # the drain thread is gone: this only drops the handler
     if os.environ.get(ENV, "").find(family.directory) >= 0:
         del os.environ[ENV]
     from ._load import ProfileFormatError, load
@@ -194,6 +203,18 @@ def end(own: P) -> P:
     # the loop meets (a child still starting may mark itself between the two looks: counted
     # twice as running, before).
     known = {int(m.name.split(".")[0]) for m in base.iterdir() if m.name[:1].isdigit()}
+    if compactor is not None:  # merged into batches or found lost while the root ran
+        unreadable += compactor.lost
+        known.update(compactor.lost)
+    for path in batch_files(base):
+        try:
+            batch = load(path)
+        except (ProfileFormatError, OSError) as exc:  # ours: should not happen
+            _debug.debug(f"--subprocesses: {exc}")
+            continue
+        known.update(int(e["pid"]) for e in batch.metadata.get("processes", []))
+        children.append(batch)
+        path.unlink(missing_ok=True)
     for mark in sorted(base.glob(f"*{_RUNNING}")):
         stem = mark.name[: -len(_RUNNING)]
         pid = int(stem.split(".")[0])
@@ -207,7 +228,7 @@ def end(own: P) -> P:
                 unreadable.append(pid)
             written.unlink(missing_ok=True)
             mark.rmdir()
-        elif _alive(pid):
+        elif alive(pid):
             unfinished.append(pid)
         else:
             unreadable.append(pid)  # ended without writing: SIGKILL, a crash
@@ -215,12 +236,15 @@ def end(own: P) -> P:
     unfinished += [pid for pid in _python_children() if pid not in known]
     children.sort(key=lambda p: p.start_ns)
     profile = merge(own, children)
-    profile.stats["subprocesses_profiled"] = len(children)
+    processes = profile.metadata["processes"]
+    mine = len(own.metadata.get("processes") or [own])  # the root's own entries come first
+    processes[mine:] = sorted(processes[mine:], key=lambda e: e["start_ns"])  # batches interleave
+    profile.stats["subprocesses_profiled"] = len(processes) - mine
+    profile.stats["subprocesses_merged_early"] = compactor.merged if compactor else 0
+    profile.stats["subprocesses_early_merge_ns"] = compactor.spent_ns if compactor else 0
     profile.stats["subprocesses_lost"] = len(unreadable)
     profile.stats["subprocesses_running"] = len(unfinished)
-    profile.stats["subprocesses_cpu_ns"] = sum(
-        int(e["cpu_ns"] or 0) for e in profile.metadata.get("processes", [])[1:]
-    )
+    profile.stats["subprocesses_cpu_ns"] = sum(int(e["cpu_ns"] or 0) for e in processes[mine:])
     profile.stats["subprocesses_merge_ns"] = time.perf_counter_ns() - t0
     profile.metadata["subprocesses_lost"] = unreadable
     profile.metadata["subprocesses_running"] = unfinished
@@ -254,13 +278,3 @@ def _python_children() -> list[int]:
         except OSError:  # ended meanwhile, or not ours to look at
             continue
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists
-        return True
-    return True

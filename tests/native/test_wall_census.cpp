@@ -324,3 +324,77 @@ TEST(census_carry_due_is_not_quiet) {
     CHECK(e.action == CensusAction::kNothing);
     CHECK(spprof::census_quiet(q.slot, e, q.p));
 }
+
+// The sampler's loop over one thread with long-wait visits (census_pass_over before its clock
+// is read, census_visited after the decision), as wall_sampler.cpp drives them: clock reads,
+// records written and the censuses they stand for.
+struct VisitSim {
+    Sim s;
+    int clock_reads = 0, records = 0;
+    uint64_t censuses = 0;  // the samples the records stand for
+    // One census of `base` ms in which the thread runs `run`.
+    void census(uint64_t run) {
+        s.now += s.p.census_ns;
+        s.cpu += run;
+        if (s.timer) s.cpu_weight += run;
+        if (spprof::census_pass_over(s.slot, s.now)) return;
+        ++clock_reads;
+        s.now -= s.p.census_ns;  // Sim::period adds it again
+        s.cpu -= run;
+        if (s.timer) s.cpu_weight -= run;
+        const CensusDecision d = s.period(run);
+        const uint32_t n = spprof::census_visited(s.slot, d, s.timer, s.now, s.p.census_ns);
+        if (d.action == CensusAction::kIdleRecord || d.action == CensusAction::kWalk ||
+            d.action == CensusAction::kSignal) {
+            ++records;
+            censuses += n;
+        }
+    }
+};
+
+// A thread blocked for 10 s: its clock is read about an eighth as often, every census is in
+// a record's count, every nanosecond in a weight.
+TEST(census_long_wait_is_visited_less_often_and_counts_every_census) {
+    VisitSim v;
+    v.s.slot.seen = true;
+    v.s.slot.stack_current = true;
+    for (int i = 0; i < 1000; ++i) v.census(0);
+    CHECK(v.clock_reads < 1000 / 8 + 20);
+    CHECK(v.clock_reads > 1000 / 8);
+    // Every census up to the last visit is in a record (the rest waits for the next visit).
+    CHECK(v.censuses + v.s.slot.passed_over == 1000);
+    CHECK_EQ(v.s.total() + v.s.slot.passed_over * v.s.p.census_ns, v.s.now);
+    CHECK_EQ(v.s.walks, 0);
+}
+
+// The first visit after the thread ran ends the long gaps at once: the census after it visits
+// again, and the wait's end was placed within one gap (80 ms) of where it happened.
+TEST(census_thread_that_runs_again_is_visited_every_census_from_then_on) {
+    VisitSim v;
+    v.s.slot.seen = true;
+    v.s.slot.stack_current = true;
+    for (int i = 0; i < 200; ++i) v.census(0);
+    CHECK(v.s.slot.next_visit_ns > v.s.now);  // in a long gap
+    int waited = 0;
+    const int reads = v.clock_reads;
+    while (v.clock_reads == reads) {  // it runs 2 ms of every census from now on
+        v.census(2 * kMs);
+        ++waited;
+    }
+    CHECK(waited <= 8);
+    CHECK_EQ(v.s.slot.next_visit_ns, 0u);
+    v.census(2 * kMs);
+    CHECK_EQ(v.clock_reads, reads + 2);  // the very next census
+    CHECK_EQ(v.s.total() + v.s.slot.carry_ns, v.s.now);
+}
+
+// A thread whose CPU time only the census samples (no CPU timer) is never passed over.
+TEST(census_thread_without_cpu_timer_is_visited_every_census) {
+    VisitSim v;
+    v.s.timer = false;
+    v.s.slot.seen = true;
+    v.s.slot.stack_current = true;
+    for (int i = 0; i < 100; ++i) v.census(0);
+    CHECK_EQ(v.clock_reads, 100);
+    CHECK_EQ(v.censuses, 100u);
+}

@@ -146,10 +146,19 @@ def main() -> None:
             spin_python(seconds)
             truth.append(time.thread_time() - t0)
 
+        # `idle` threads waiting meanwhile, started first: the masked thread's slot comes after
+        # theirs, past the first pass's turn of the signal-mask checks.
+        release = threading.Event()
+        idle = [threading.Thread(target=release.wait) for _ in range(int(opts.get("idle", 0)))]
         spprof.start(**start_kw)
+        for t in idle:
+            t.start()
         th = threading.Thread(target=body, name="masked")
         th.start()
         th.join()
+        release.set()
+        for t in idle:
+            t.join()
         profile = spprof.stop()
         tid = th.native_id or 0
         out.update(tid=tid, truth_ns=int(truth[0] * 1e9), thread=thread_report(profile, tid))

@@ -4,9 +4,13 @@
 
 KIND: fork (os.fork, the child spins in forked_child_work and ends by os._exit), pool-fork,
 pool-spawn, pool-forkserver (a multiprocessing pool of two workers spins in pool_task),
+recycled (a fork pool with maxtasksperchild=1 runs RECYCLED tasks of 10 ms, each in a new
+process; prints MOST_ENTRIES, the most entries the family directory held), term-at-start (a
+forked child gets SIGTERM as soon as it has marked itself; prints CHILD_SIGNAL),
 subprocess (subprocess.run of Python spinning in spawned_work), killed (a forked child
 killed by SIGKILL), outliving (a child still spinning when this program ends), exec (a
 forked child spins in forked_child_work, then execs Python spinning in spawned_work),
+exec-fails (the forked child's exec fails; it goes on in after_failed_exec_work),
 fork-while-locked (fork while another thread holds spprof's session lock), program-api (a
 forked child uses spprof's API itself: is_active, stop, a Profiler block; writes what it saw
 to OUT as JSON), nested (a
@@ -35,6 +39,9 @@ def spawned_work(seconds):
 
 spawned_work({seconds})
 """
+
+
+RECYCLED = 400  # tasks of the "recycled" pool, each in a new process
 
 
 def spin(seconds: float) -> None:
@@ -79,6 +86,20 @@ def exec_python(seconds: float) -> None:
     os.execv(sys.executable, [sys.executable, "-c", SPAWNED.format(seconds=seconds)])
 
 
+def after_failed_exec_work() -> None:
+    spin(0.3)
+
+
+def exec_that_fails() -> None:
+    """forked_child_work, an exec that fails (no such file), then more work, same process."""
+    forked_child_work()
+    try:
+        os.execv("/nonexistent/python", ["python"])
+    except FileNotFoundError:
+        print("EXEC_FAILED", flush=True)
+    after_failed_exec_work()
+
+
 def use_spprof(out: str) -> None:
     """The program's own use of spprof in a child: what it sees, as JSON into `out`."""
     import spprof
@@ -111,6 +132,42 @@ def main(kind: str, out: str) -> None:
         p = subprocess.Popen([sys.executable, "-c", SPAWNED.format(seconds=0.3)])
         children.append(p.pid)
         p.wait()
+    elif kind == "recycled":
+        # A pool recycling its workers (maxtasksperchild=1): a new process per task. A thread
+        # of the program's counts the family directory's entries meanwhile.
+        import threading
+
+        family = json.loads(os.environ["SPPROF_SUBPROCESSES"])["dir"]
+        most, done = [0], threading.Event()
+
+        def count() -> None:
+            while not done.wait(0.01):
+                most[0] = max(most[0], len(os.listdir(family)))
+
+        t = threading.Thread(target=count)
+        t.start()
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(2, maxtasksperchild=1) as pool:
+            children = sorted(set(pool.map(pool_task, [0.01] * RECYCLED, chunksize=1)))
+        done.set()
+        t.join()
+        print(f"MOST_ENTRIES {most[0]}")
+    elif kind == "term-at-start":
+        # SIGTERM the moment the forked child has marked itself, while its session starts:
+        # before its exit-signal watcher is there. TRUTH says how the child ended.
+        family = json.loads(os.environ["SPPROF_SUBPROCESSES"])["dir"]
+        pid = os.fork()
+        if pid == 0:
+            forked_child_work()
+            os._exit(0)
+        mark = os.path.join(family, f"{pid}.running")
+        deadline = time.monotonic() + 10
+        while not os.path.isdir(mark) and time.monotonic() < deadline:
+            pass
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        children.append(pid)
+        print(f"CHILD_SIGNAL {os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0}")
     elif kind == "killed":
         pid = os.fork()
         if pid == 0:
@@ -126,6 +183,8 @@ def main(kind: str, out: str) -> None:
         children.append(p.pid)
     elif kind == "exec":
         children.append(fork_and_wait(lambda: exec_python(0.3)))
+    elif kind == "exec-fails":
+        children.append(fork_and_wait(exec_that_fails))
     elif kind == "fork-while-locked":
         # Another thread is inside spprof's start()/stop() (holds its lock) at the fork.
         import threading

@@ -16,6 +16,7 @@
 
 #include "session/code_keepalive.h"
 #include "session/control_wake.h"
+#include "session/drain_timer.h"
 #include "session/python_tick.h"
 #include "session/exit_dump.h"
 #include "error.h"
@@ -28,6 +29,7 @@
 #include "platform/platform.h"
 #include "profile_export.h"
 #include "capture/pyframes/gil_state.h"
+#include "capture/pyframes/thread_state.h"
 #include "capture/sample_record.h"
 #include "session/session.h"
 #include "signal_handler.h"
@@ -226,7 +228,8 @@ PyObject* build_stats(const Session* s) {
              put(d, "wall_idle_dropped", PyLong_FromUnsignedLongLong(w->idle_dropped())) &&
              put(d, "wall_state_probes", PyLong_FromUnsignedLongLong(w->state_probes())) &&
              put(d, "wall_walks", PyLong_FromUnsignedLongLong(w->walks())) &&
-             put(d, "wall_walks_lost", PyLong_FromUnsignedLongLong(w->walks_lost()));
+             put(d, "wall_walks_lost", PyLong_FromUnsignedLongLong(w->walks_lost())) &&
+             put(d, "wall_passed_over", PyLong_FromUnsignedLongLong(w->passed_over()));
     }
     if (!ok) {
         Py_DECREF(d);
@@ -354,7 +357,8 @@ void on_thread_exit(PyObject* module, PyThreadState* ts, uint64_t tid) {
 
 // Registers the calling thread with the running session, if any. `entry`, `skip`: code objects
 // or null; `name`: a str or null (anything else is ignored).
-Error register_calling_thread(PyObject* module, PyObject* entry, PyObject* skip, PyObject* name) {
+// `tid`: the calling thread's kernel id when the caller knows it, else 0 (asked once here).
+Error register_calling_thread(PyObject* module, PyObject* entry, PyObject* skip, PyObject* name, uint64_t tid) {
     if (entry != nullptr && !PyCode_Check(entry)) entry = nullptr;
     if (skip != nullptr && !PyCode_Check(skip)) skip = nullptr;
     const char* name_utf8 = nullptr;
@@ -365,11 +369,11 @@ Error register_calling_thread(PyObject* module, PyObject* entry, PyObject* skip,
     ModuleState* st = state_of(module);
     if (st->session == nullptr) return Error::none();
     const SessionMutation changing;
-    Error e = st->session->register_current_thread(entry, skip, name_utf8);
+    if (tid == 0) tid = platform_current_tid();
+    Error e = st->session->register_current_thread(entry, skip, name_utf8, tid);
     if (!e.ok()) return e;
     // Main interpreter only: the watch's type belongs to it.
-    if (PyThreadState_Get()->interp == PyInterpreterState_Main())
-        thread_exit_watch_install(module, &on_thread_exit, platform_current_tid());
+    if (PyThreadState_Get()->interp == PyInterpreterState_Main()) thread_exit_watch_install(module, &on_thread_exit, tid);
     return Error::none();
 }
 
@@ -381,7 +385,7 @@ PyObject* py_register_current_thread(PyObject* module, PyObject* args) {
     PyObject* skip = nullptr;
     PyObject* name = nullptr;
     if (!PyArg_ParseTuple(args, "|OOO:register_current_thread", &entry, &skip, &name)) return nullptr;
-    Error e = register_calling_thread(module, entry, skip, name);
+    Error e = register_calling_thread(module, entry, skip, name, 0);
     if (!e.ok()) return raise(e);
     Py_RETURN_NONE;
 }
@@ -425,7 +429,9 @@ PyObject* registrar_call(PyObject* self, PyObject* thread) {
     Py_XDECREF(run);
     // Thread.name is a property returning _name: read that, without a Python call.
     PyObject* name = attr_or_null(thread, s_name);
-    Error e = register_calling_thread(module, entry, nullptr, name);
+    // Its kernel id from its own state, bound by this thread a moment ago (3.11+: written
+    // there; before: read from its pthread): two gettid system calls fewer per thread start.
+    Error e = register_calling_thread(module, entry, nullptr, name, tstate_native_tid(PyThreadState_Get()));
     if (!e.ok()) {
         log_debug("could not register a new thread: %s", e.what);
         PyErr_Clear();
@@ -498,6 +504,7 @@ PyObject* py_window_export(PyObject* module, PyObject* args) {
     ModuleState* st = state_of(module);
     if (st->session == nullptr) return raise(Error::runtime("profiler is not running"));
     if (t1 < t0) return raise(Error::value("window_export: the window ends before it starts"));
+    st->session->settle_waits();
     st->session->drain_rings();
     PyObject* stats = PyDict_New();
     if (stats == nullptr) return nullptr;
@@ -603,6 +610,67 @@ PyObject* py_python_tick(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
+// _drain_timer(handler, first_s): the drain thread calls handler() (GIL held) first_s seconds
+// from now, then as often as its answers ask (drain_timer.h); handler None: no more calls.
+PyObject* py_drain_timer(PyObject*, PyObject* args) {
+    PyObject* handler = nullptr;
+    double first_s = 0;
+    if (!PyArg_ParseTuple(args, "Od:_drain_timer", &handler, &first_s)) return nullptr;
+    if (handler != Py_None && !PyCallable_Check(handler)) {
+        PyErr_SetString(PyExc_TypeError, "_drain_timer: handler must be callable or None");
+        return nullptr;
+    }
+    if (!(first_s >= 0 && first_s < 3600)) {
+        PyErr_SetString(PyExc_ValueError, "_drain_timer: first_s must be in [0, 3600)");
+        return nullptr;
+    }
+    python_drain_timer().set(handler == Py_None ? nullptr : handler, static_cast<uint64_t>(first_s * 1e9));
+    Py_RETURN_NONE;
+}
+
+// _call_apart(fn) -> fn(), called on a short thread of spprof's with a descriptor table of its
+// own (own_thread_run_apart), the caller's GIL let go meanwhile: the files fn opens take none
+// of the program's numbers. fn must close what it opens (the numbers mean nothing here).
+struct ApartCall {
+    PyObject* fn;
+    PyObject* result;  // new reference, or nullptr with `raised` set
+    PyObject* raised;  // the exception fn raised (3.12+: the object; before: type, value, tb)
+    PyObject* raised_value;
+    PyObject* raised_tb;
+};
+
+void apart_call_run(void* arg) {
+    auto* call = static_cast<ApartCall*>(arg);
+    const PyGILState_STATE gil = PyGILState_Ensure();
+    call->result = PyObject_CallNoArgs(call->fn);
+    if (call->result == nullptr) {
+#if PY_VERSION_HEX >= 0x030C0000
+        call->raised = PyErr_GetRaisedException();
+#else
+        PyErr_Fetch(&call->raised, &call->raised_value, &call->raised_tb);
+#endif
+    }
+    PyGILState_Release(gil);
+}
+
+PyObject* py_call_apart(PyObject*, PyObject* fn) {
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "_call_apart: fn must be callable");
+        return nullptr;
+    }
+    ApartCall call{fn, nullptr, nullptr, nullptr, nullptr};
+    Py_BEGIN_ALLOW_THREADS
+    own_thread_run_apart(apart_call_run, &call);
+    Py_END_ALLOW_THREADS
+    if (call.result != nullptr) return call.result;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(call.raised);
+#else
+    PyErr_Restore(call.raised, call.raised_value, call.raised_tb);
+#endif
+    return nullptr;
+}
+
 // _thread_cpu_ns(native_id, ident) -> the thread's CPU time, None when it cannot be read
 // (spprof dump: on-CPU or idle, from two readings).
 PyObject* py_thread_cpu_ns(PyObject*, PyObject* args) {
@@ -620,6 +688,7 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     CodeKeepAlive::forget_after_fork();
     exit_dump_disarm();
     control_wake_forget_after_fork();
+    python_drain_timer().forget_after_fork();
     python_tick_forget_after_fork();
     own_threads_after_fork_child();  // the parent's threads of ours were not copied
     g_forks_in_flight = 0;           // the forks other threads had begun are the parent's
@@ -893,6 +962,12 @@ PyMethodDef kMethods[] = {
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "forget the session in a forked child"},
     {"_thread_cpu_ns", py_thread_cpu_ns, METH_VARARGS,
      "_thread_cpu_ns(native_id, ident) -> the thread's CPU time in ns, None when not readable"},
+    {"_drain_timer", py_drain_timer, METH_VARARGS,
+     "_drain_timer(handler, first_s): the drain thread calls handler() (GIL held) in first_s "
+     "seconds, then again in the seconds each call returns (None: no more); handler None: none"},
+    {"_call_apart", py_call_apart, METH_O,
+     "_call_apart(fn) -> fn() on a short thread of spprof's with a descriptor table of its own "
+     "(the files it opens take none of the program's numbers), the GIL let go meanwhile"},
     {"_python_tick", py_python_tick, METH_VARARGS,
      "_python_tick(handler, period_s): handler() is called every period_s seconds with the GIL, "
      "by the main thread or the drain thread; a number it returns is the next period"},

@@ -61,7 +61,7 @@ struct RawSampleHeader {
     uint32_t flags;         // SampleFlags
     uint16_t depth;         // RawFrame count that follows, leaf first
     uint16_t native_depth;  // uint64_t return addresses after the frames, leaf first
-    uint32_t reserved;
+    uint32_t censuses;      // a wall census's record: the censuses it stands for (0: one)
 };
 static_assert(sizeof(RawSampleHeader) == 40, "header layout is part of the ring format");
 

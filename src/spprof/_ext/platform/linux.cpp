@@ -447,7 +447,7 @@ Error platform_thread_attach(ThreadCtx* ctx) {
         log_debug("thread %llu: per-thread timer armed", static_cast<unsigned long long>(ctx->native_tid_));
         return e;
     }
-    if (platform_thread_start_ticks(ctx->native_tid_) == 0) {
+    if (!platform_thread_exists(ctx->native_tid_)) {  // a signal 0, no /proc file opened
         // Gone between the scan's listing and timer_create (EINVAL for a dead thread's clock):
         // not a refusal, nothing to fall back from; the caller counts it.
         log_debug("thread %llu ended before its timer was armed", static_cast<unsigned long long>(ctx->native_tid_));

@@ -8,6 +8,8 @@
 #include "../platform/platform.h"
 #include "../signal_handler.h"
 #include "control_wake.h"
+#include "proc_reads.h"
+#include "drain_timer.h"
 #include "python_tick.h"
 
 namespace spprof {
@@ -19,16 +21,21 @@ constexpr uint32_t kMaxIdlePeriods = 5;
 
 }  // namespace
 
-void DrainThread::start(uint32_t period_ms, Pass pass, void* arg, AfterPass after_pass) {
+void DrainThread::start(uint32_t period_ms, Pass pass, void* arg, AfterPass after_pass, BeforePass before_pass) {
     period_ms_ = period_ms;
     pass_ = pass;
     after_pass_ = after_pass;
+    before_pass_ = before_pass;
     pass_arg_ = arg;
     stop_ = false;
+    // The /proc reads' worker first, from here: start() returns with both threads running
+    // with their final signal masks (a thread glibc is still creating blocks every signal).
+    reads_.start();
     pthread_t thread;
     if (own_thread_create(&thread, &DrainThread::main, this) == 0) {
         join_.started(thread);
     } else {
+        reads_.stop();
         log_warning("could not start the drain thread; samples are drained at stop() only");
     }
 }
@@ -47,6 +54,10 @@ void DrainThread::stop() {
 void* DrainThread::main(void* arg) {
     auto* self = static_cast<DrainThread*>(arg);
     OwnThreadScope own;  // never sampled; its CPU time is spprof's in the balance
+    // The pass's /proc reads (the thread scan's) are made on a worker in a descriptor table of
+    // spprof's own (proc_reads.h), started by start() and ended with this thread (so before a
+    // fork, too).
+    proc_reads_use_worker(&self->reads_);
     PyGILState_STATE gil = PyGILState_Ensure();
     self->tstate_ = PyThreadState_Get();
     PyThreadState* saved = PyEval_SaveThread();
@@ -60,7 +71,11 @@ void* DrainThread::main(void* arg) {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(self->mutex_);
-            if (!again) self->cv_.wait_for(lock, period, [self] { return self->stop_; });
+            // A timed call already due goes first: a program forking every few milliseconds
+            // stops and restarts this thread each time, before any period has passed.
+            if (!again && !python_drain_timer().due(platform_monotonic_ns())) {
+                self->cv_.wait_for(lock, period, [self] { return self->stop_; });
+            }
             if (self->stop_) break;
         }
         // Every wake-up, without the GIL: a SIGSEGV/SIGBUS handler the program installed since
@@ -72,11 +87,14 @@ void* DrainThread::main(void* arg) {
         // here if the main thread has not made it within half a period.
         python_tick_queue_if_due();
         const bool tick = python_tick_overdue();
+        // Python's timed call (drain_timer.h), when one is set and due.
+        const bool timer = python_drain_timer().due(platform_monotonic_ns());
         const bool pass = again || !(++idle_periods < kMaxIdlePeriods && !capture_take_drain_request() &&
                                      !platform_handler_replaced());
         again = false;
-        if (!serve && !tick && !pass) continue;
+        if (!serve && !tick && !timer && !pass) continue;
         if (pass) idle_periods = 0;
+        if (pass && self->before_pass_ != nullptr) self->before_pass_(self->pass_arg_);
         PyEval_RestoreThread(saved);
         // stop() may have come while this thread waited for the GIL: then no pass.
         bool stopping;
@@ -86,12 +104,15 @@ void* DrainThread::main(void* arg) {
         }
         if (!stopping && serve) control_wake_serve();
         if (!stopping && tick) python_tick_serve();
+        if (!stopping && timer) python_drain_timer().call("drain timer");
         if (!stopping && pass) self->pass_(self->pass_arg_);
         saved = PyEval_SaveThread();
         // Each call does what the pass before it queued, and a pass queues a file once
         // (symbol_reads.h): `again` cannot hold the loop.
         if (!stopping && pass && self->after_pass_ != nullptr) again = self->after_pass_(self->pass_arg_);
     }
+    proc_reads_use_worker(nullptr);
+    self->reads_.stop();
     PyEval_RestoreThread(saved);
     self->tstate_ = nullptr;  // GIL held; stop() returns only once this thread is gone
     PyGILState_Release(gil);

@@ -23,12 +23,32 @@
 #include "../log.h"
 #include "../own_threads.h"
 #include "../platform/platform.h"
+#include "proc_reads.h"
 
 namespace spprof {
 
-bool SessionThreads::scan_os_threads() {
+void SessionThreads::prelist_os_threads() {
+    prelisted_ok_ = platform_os_threads(&prelisted_);
+    prelisted_ready_ = true;
+}
+
+bool SessionThreads::scan_os_threads(bool prelisted) {
     if (!os_scan_supported_) return false;
-    if (!platform_os_threads(&os_found_)) {
+    // A list taken before the GIL was: a thread that ended since is dated 0 or found retired
+    // below (ended_tids_), one that started since is the next pass's or threading's hook's.
+    // prelisted_* only on the drain thread: another thread's pass (periodic()) lists itself.
+    bool listed_ok;
+    if (prelisted && prelisted_ready_) {
+        os_found_.swap(prelisted_);
+        listed_ok = prelisted_ok_;
+        prelisted_ready_ = false;
+        // Read here, by its only user: memory_bytes() may run on another thread (stats())
+        // while the drain thread fills prelisted_ without the GIL.
+        prelisted_bytes_ = prelisted_.capacity() * sizeof(OsThread);
+    } else {
+        listed_ok = platform_os_threads(&os_found_);
+    }
+    if (!listed_ok) {
         os_scan_supported_ = false;
         log_debug("threads without a Python state are not sampled on this platform");
         return false;
@@ -47,32 +67,48 @@ bool SessionThreads::scan_os_threads() {
                                    [](const OsThread& t, uint64_t v) { return t.tid < v; });
         return it != os_found_.end() && it->tid == tid;
     };
-    // Native-only threads that ended: gone from the list, or their tid is another thread's now.
+    // Native-only threads that ended: gone from the list, or their tid is another thread's now
+    // (their start times read in one go: on the drain thread, one hand-off to its worker).
     std::vector<uint32_t> gone;
+    std::vector<uint64_t> check_tids;
+    std::vector<uint32_t> check_slots;
     for (const auto& kv : live_by_tid_) {
-        const ThreadRecord& rec = records_[slot_record_[kv.second]];
-        if (!listed(kv.first) || platform_thread_start_ticks(kv.first) != rec.start_ticks) gone.push_back(kv.second);
+        if (!listed(kv.first)) {
+            gone.push_back(kv.second);
+        } else {
+            check_tids.push_back(kv.first);
+            check_slots.push_back(kv.second);
+        }
+    }
+    const std::vector<uint64_t> check_ticks = proc_thread_start_ticks_many(check_tids);
+    for (size_t i = 0; i < check_slots.size(); ++i) {
+        if (check_ticks[i] != records_[slot_record_[check_slots[i]]].start_ticks) gone.push_back(check_slots[i]);
     }
     for (uint32_t slot : gone) retire(slot);
     // Threads with a Python state are the thread-state scan's (scan()); the rest are new here.
-    std::vector<uint64_t> python_tids;
-    python_tids.reserve(python_by_tid_.size());
-    for (const auto& kv : python_by_tid_) python_tids.push_back(kv.first);
-    std::sort(python_tids.begin(), python_tids.end());
+    // Their tids sorted, made again only when that set changed: walking the hash map's nodes
+    // every pass took most of this function's time with 5,000 threads.
+    if (python_tids_stale_) {
+        python_tids_.clear();
+        python_tids_.reserve(python_by_tid_.size());
+        for (const auto& kv : python_by_tid_) python_tids_.push_back(kv.first);
+        std::sort(python_tids_.begin(), python_tids_.end());
+        python_tids_stale_ = false;
+    }
     deferred_next_.clear();
     masked_once_next_.clear();
     const int signo = platform_sampling_signal();
     for (const OsThread& t : os_found_) {
-        if (live_by_tid_.count(t.tid) != 0 || std::binary_search(python_tids.begin(), python_tids.end(), t.tid) ||
+        if (std::binary_search(python_tids_.begin(), python_tids_.end(), t.tid) || live_by_tid_.count(t.tid) != 0 ||
             ended_tids_.count(t.tid) != 0 || own_thread(t.tid))
             continue;
         if (pending_states_ > 0 && deferred_.count(t.tid) == 0) {
             deferred_next_.insert(t.tid);  // maybe a threading.Thread starting: next pass
             continue;
         }
-        const uint64_t ticks = platform_thread_start_ticks(t.tid);
+        const uint64_t ticks = proc_thread_start_ticks(t.tid);
         if (ticks == 0) continue;  // ended meanwhile
-        const bool blocked = signo > 0 && platform_thread_blocks_signal(t.tid, signo) == 1;
+        const bool blocked = signo > 0 && proc_thread_blocks_signal(t.tid, signo) == 1;
         if (blocked && masked_once_.count(t.tid) == 0) {
             masked_once_next_.insert(t.tid);  // maybe a thread being born: next pass
             continue;
@@ -81,9 +117,25 @@ bool SessionThreads::scan_os_threads() {
     }
     deferred_.swap(deferred_next_);
     masked_once_.swap(masked_once_next_);
-    // A live thread whose CPU time moved with no capture at all may block the signal.
-    for (const auto& kv : live_by_tstate_) check_signal_mask(kv.second);
-    for (const auto& kv : live_by_tid_) check_signal_mask(kv.second);
+    // A live thread whose CPU time moved with no capture at all may block the signal: those
+    // already blocking every pass, the others kMaskChecksPerPass at a time, from where the
+    // last pass stopped.
+    const size_t slots = table_.slot_count();
+    size_t budget = kMaskChecksPerPass;
+    size_t next = mask_cursor_;
+    for (size_t k = 0; k < slots; ++k) {
+        const size_t slot = (mask_cursor_ + k) % slots;
+        if (slot >= slot_record_.size() || slot_record_[slot] == kNoRecord) continue;
+        const ThreadRecord& rec = records_[slot_record_[slot]];
+        if (!rec.alive) continue;
+        if (!rec.signal_blocked) {
+            if (budget == 0) continue;
+            --budget;
+            next = slot + 1;
+        }
+        check_signal_mask(static_cast<uint32_t>(slot));
+    }
+    mask_cursor_ = slots > 0 ? next % slots : 0;
     return true;
 }
 
@@ -106,7 +158,7 @@ bool SessionThreads::continue_as_native(uint32_t slot) {
     // A thread whose exit watch ran is ending; one the scan never dated cannot be told from
     // a later thread with its tid.
     if (!rec.alive || rec.exiting || rec.start_ticks == 0 || own_thread(rec.native_tid)) return false;
-    if (platform_thread_start_ticks(rec.native_tid) != rec.start_ticks) return false;
+    if (proc_thread_start_ticks(rec.native_tid) != rec.start_ticks) return false;
     const uint32_t fresh = table_.take_slot();
     if (fresh == ThreadTable::kNoSlot) return false;  // retired instead: the table is full
     // The old ctx goes as in retire(): timer deleted, ring's turn taken for good, ring drained
@@ -123,6 +175,7 @@ bool SessionThreads::continue_as_native(uint32_t slot) {
     const uint64_t timer_cpu = old->timer_cpu_ns_.load(std::memory_order_relaxed);
     live_by_tstate_.erase(rec.tstate);
     python_by_tid_.erase(rec.native_tid);
+    python_tids_stale_ = true;
     table_.retire(old);
     slot_record_[slot] = kNoRecord;
     // Its pthread_t is still its own: the same thread, alive.
@@ -141,7 +194,7 @@ bool SessionThreads::continue_as_native(uint32_t slot) {
     live_by_tid_[rec.native_tid] = fresh;
     ++counters_.threads_rejoined;
     const int signo = platform_sampling_signal();
-    if (signo > 0 && platform_thread_blocks_signal(rec.native_tid, signo) == 1) {
+    if (signo > 0 && proc_thread_blocks_signal(rec.native_tid, signo) == 1) {
         mark_signal_blocked(raw, rec);
     } else {
         const Error e = platform_thread_attach(raw);
@@ -177,7 +230,7 @@ void SessionThreads::check_signal_mask(uint32_t slot) {
     rec.captures_at_check = captures;
     if (!silent) return;
     const int signo = platform_sampling_signal();
-    if (signo > 0 && platform_thread_blocks_signal(rec.native_tid, signo) == 1) mark_signal_blocked(ctx, rec);
+    if (signo > 0 && proc_thread_blocks_signal(rec.native_tid, signo) == 1) mark_signal_blocked(ctx, rec);
 }
 
 void SessionThreads::mark_signal_blocked(ThreadCtx* ctx, ThreadRecord& rec) {

@@ -115,19 +115,21 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
         uint64_t timestamp = hdr->timestamp_ns;
         if (last_row_.size() <= serial) last_row_.resize(serial + 1, kNoRow);
         const size_t fold = fold_target(serial, id, flags, *hdr);
+        // A census record of a long wait stands for every census that passed its thread over.
+        const uint32_t count = hdr->censuses > 1 ? hdr->censuses : 1;
         if (fold != kNoRow) {
             // The wait goes on: the row that holds it grows (same bookkeeping as a new row's).
             // It costs no memory, so it is kept over the limit too (counted apart).
-            store_.fold_into(fold, timestamp, hdr->weight_ns);
+            store_.fold_into(fold, timestamp, hdr->weight_ns, count);
             last_ts_[serial] = std::max(last_ts_[serial], timestamp);
-            ++threads_.record(id).samples;
-            ++counters_.idle_samples_folded;
-            if (over_limit_) ++counters_.idle_folded_over_limit;
+            threads_.record(id).samples += count;
+            counters_.idle_samples_folded += count;
+            if (over_limit_) counters_.idle_folded_over_limit += count;
             ring->pop();
             continue;
         }
         if (over_limit_) {
-            ++counters_.dropped_memory;
+            counters_.dropped_memory += count;
             ring->pop();
             continue;
         }
@@ -175,8 +177,13 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
             store_.add_sample(SampleRow{timestamp, hdr->weight_ns, stack,
                                         (id & kSerialMask) | ((flags & 0xFFu) << kSerialBits)});
             last_row_[serial] = store_.row_count() - 1;
+            // Its weight spans those censuses: the row holds that many samples, spread over it.
+            if (count > 1) {
+                store_.fold_into(last_row_[serial], timestamp, 0, count - 1);
+                counters_.idle_samples_folded += count - 1;
+            }
             ThreadRecord& owner = threads_.record(id);
-            ++owner.samples;
+            owner.samples += count;
             if (flags & kSampleOnCpu) {
                 owner.sampled_ns += hdr->weight_ns;
                 counters_.profile_cpu_ns += hdr->weight_ns;

@@ -113,7 +113,7 @@ Error Session::start(bool threads_after_fork) {
         threads_stopped_for_fork_ = true;  // restart_threads_after_fork starts them
         log_debug("a fork is under way: spprof's threads start once it has ended");
     } else {
-        drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this, &Session::drain_reads);
+        start_drain_thread();
     }
     // The CPU balance's window opens here; threads found from now on bring the CPU they used
     // before (SessionCounters::cpu_before_found_ns).
@@ -228,14 +228,14 @@ void Session::restart_threads_after_fork() {
         const Error e = wall_->start();
         if (!e.ok()) log_warning("wall mode: %s after fork; blocked threads are no longer sampled", e.what);
     }
-    drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this, &Session::drain_reads);
+    start_drain_thread();
 }
 
-Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code, const char* name) {
+Error Session::register_current_thread(PyObject* entry_code, PyObject* skip_code, const char* name, uint64_t tid) {
     if (!running_) return Error::none();
     PyThreadState* ts = PyThreadState_Get();
     if (ts == drain_thread_.tstate()) return Error::none();
-    threads_.register_current(ts, entry_code, skip_code, name);
+    threads_.register_current(ts, entry_code, skip_code, name, tid);
     return Error::none();
 }
 
@@ -247,11 +247,18 @@ void Session::thread_exiting(PyThreadState* ts, uint64_t tid) {
     threads_.thread_exiting(ts, tid);
 }
 
-void Session::scan_threads() {
+void Session::start_drain_thread() {
+    drain_thread_.start(config_.drain_interval_ms, &Session::drain_pass, this, &Session::drain_reads,
+                        &Session::drain_prelist);
+}
+
+void Session::scan_threads(bool drain_thread) {
     // Threads a pass of the running drain finds were made from C (threading's hook registers
     // its own): counted as found by the scan. start()'s and stop()'s scans are not.
     threads_.scan(drain_thread_.tstate(), running_ && drain_thread_.started());
-    os_threads_scanned_ = threads_.scan_os_threads();  // threads without a Python state (Linux, macOS)
+    // Threads without a Python state (Linux, macOS); the drain's pass uses the list its thread
+    // took just before, without the GIL (drain_prelist).
+    os_threads_scanned_ = threads_.scan_os_threads(drain_thread);
 }
 
 void Session::drain_all(SymbolReads* reads) {
@@ -288,7 +295,7 @@ void Session::periodic_pass(bool drain_thread) {
         ++counters_.handler_retaken;
         log_debug("the application installed its own handler on our sampling signal: chaining to it, ours back in front");
     }
-    scan_threads();
+    scan_threads(drain_thread);
     // CPU clocks feed the thread table only (registration and retirement read them too, and
     // the handler records CPU with each sample): every 10th pass is plenty. Names every pass:
     // once a thread has ended, threading has forgotten it, so a rename is seen only if a pass

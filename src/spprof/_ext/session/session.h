@@ -67,8 +67,9 @@ public:
     // GIL held, on the thread to register (the threading hook). Idempotent. entry_code,
     // skip_code: see SessionThreads::register_current (may be null). name (may be null): the
     // thread's, when threading has not put it in _active yet (the hook runs before that).
+    // tid: the calling thread's kernel id, or 0 to ask the kernel.
     Error register_current_thread(PyObject* entry_code = nullptr, PyObject* skip_code = nullptr,
-                                  const char* name = nullptr);
+                                  const char* name = nullptr, uint64_t tid = 0);
     // GIL held, while the state of a thread the hook registered is cleared (the watch of
     // thread_exit_watch.h): on that thread, its final CPU reading; from any other, nothing.
     void thread_exiting(PyThreadState* ts, uint64_t tid);
@@ -78,6 +79,10 @@ public:
     // scan, names, modules or budget, which a window does not need and a per-request window
     // would pay for each time.
     void drain_rings();
+    // GIL held, before a window's drain: wall mode's long waits get their time up to now.
+    void settle_waits() {
+        if (running_) threads_.settle_waits();
+    }
     // In a forked child: forget everything without touching locks or Python objects.
     void abandon_after_fork();
     // GIL held (released while joining). Around os.fork, in the parent (os.register_at_fork's
@@ -134,7 +139,9 @@ public:
     bool os_threads_scanned() const { return os_threads_scanned_; }
 
 private:
-    void scan_threads();
+    void scan_threads(bool drain_thread = false);
+    // start() and the restart after a fork: the drain with its before- and after-pass calls.
+    void start_drain_thread();
     // `reads`: the drain thread's pass in native mode (sample_drain.h).
     void drain_all(SymbolReads* reads = nullptr);
     void apply_budget();
@@ -144,6 +151,8 @@ private:
     static void drain_pass(void* self) { static_cast<Session*>(self)->pass_on_drain_thread(); }
     // The drain thread, GIL released after a pass: the files that pass queued (symbol_reads.h).
     static bool drain_reads(void* self) { return static_cast<Session*>(self)->symbol_reads_.read_queued(); }
+    // The drain thread, GIL not taken yet, right before its pass: the OS thread list.
+    static void drain_prelist(void* self) { static_cast<Session*>(self)->threads_.prelist_os_threads(); }
 
     SessionConfig config_;
     SessionCounters counters_;

@@ -29,6 +29,7 @@
 #include "../capture/sample_record.h"
 #include "session_config.h"
 #include "../capture/thread_table.h"
+#include "thread_names.h"  // IdentIndex
 
 namespace spprof {
 
@@ -39,6 +40,7 @@ struct ThreadRecord {
     uint64_t native_tid = 0;       // threading.get_native_id()
     std::string name;              // threading name, else the OS name
     bool name_from_threading = false;
+    uint64_t name_hash = 0;        // the str's hash whose text refresh_names copied into name (0: none)
     uint64_t cpu_start_ns = 0;     // thread CPU clock when registered
     uint64_t cpu_last_ns = 0;      // last reading while alive
     uint64_t cpu_read_at_ns = 0;   // monotonic time of that reading
@@ -99,8 +101,9 @@ public:
     // the stack of a thread-end sample when no sample came before it.
     // name (may be null): the Thread object's, for when threading's _active does not name it
     // yet (the hook runs before that); refresh_names still follows a rename.
+    // tid: the calling thread's kernel id, or 0 to ask the kernel (a system call).
     void register_current(PyThreadState* ts, PyObject* entry_code = nullptr, PyObject* skip_code = nullptr,
-                          const char* name = nullptr);
+                          const char* name = nullptr, uint64_t tid = 0);
     // GIL held, on the thread that owns `ts`, as it ends (its state being cleared): deletes
     // its CPU timer, writes the expiries it owed as a thread-end sample (depth 0: the drain
     // gives it the thread's last stack) and takes its CPU clock's last reading. The next scan
@@ -111,6 +114,9 @@ public:
     void finish_all();
     // GIL held. CPU times of the live threads from their clocks.
     void refresh_cpu_all();
+    // GIL held, before a window's drain: the waits the wall census is passing over get their
+    // time up to now (write_wait_tail), so that a window holds its whole span of them.
+    void settle_waits();
     // GIL held. Names of the live threads from threading._active (a rename is kept).
     void refresh_names();
     // GIL held. Frees the retired ctxs no capture can still hold.
@@ -120,8 +126,20 @@ public:
     // GIL held, after scan(): every OS thread of the process that is neither sampled through a
     // Python state nor spprof's own gets a native-only ctx (os_thread_scan.cpp); native-only
     // threads that ended are retired; a thread that blocks the sampling signal is left alone.
-    // Returns false where the platform cannot list its threads (macOS).
-    bool scan_os_threads();
+    // Returns false where the platform cannot list its threads. `prelisted`: the drain's pass,
+    // which uses the list prelist_os_threads() took just before (when it did).
+    // Every thread that blocks the sampling signal has its CPU clock read each pass; of the
+    // others at most kMaskChecksPerPass, in turn (check_signal_mask).
+    bool scan_os_threads(bool prelisted = false);
+    // The drain thread, GIL NOT held, right before its pass: the OS thread list for that
+    // pass's scan_os_threads(true). Some 5 ms with 5,000 threads (getdents64 of
+    // /proc/self/task) the program no longer waits for the GIL. Touches only prelisted_*,
+    // which only the drain thread uses.
+    void prelist_os_threads();
+    // Unblocked threads whose CPU clock check_signal_mask reads per pass: with 5,000 threads a
+    // clock read each (a system call) held the GIL for some 3 ms every pass. A thread that
+    // blocks the signal is then found within slot_count / kMaskChecksPerPass passes.
+    static constexpr size_t kMaskChecksPerPass = 256;
     // From now on, registrations count the CPU a thread used before it was found
     // (SessionCounters::cpu_before_found_ns): end of start().
     void begin_window() { window_open_ = true; }
@@ -165,6 +183,10 @@ private:
     void settle_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns);
     void write_thread_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns);
     void write_thread_end_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawFrame* frames, uint64_t expiries);
+    // Wall mode: the wait the census is passing over, since its last visit, as an idle record
+    // (wall_census.h), unless the census took it first. `ending`: on the thread as it ends;
+    // else a window's end, after which the census measures from now.
+    void write_wait_tail(ThreadCtx* ctx, bool ending);
     void name_from_threading(ThreadRecord& rec);
 
     const SessionConfig& config_;
@@ -177,11 +199,19 @@ private:
     std::vector<std::unique_ptr<RingBuffer>> ring_pool_;  // rings of ended threads, drained
     size_t rings_owned_ = 0;                     // rings allocated (in use or pooled)
     size_t name_bytes_ = 0;                      // sum of record name capacities
+    IdentIndex name_index_;                      // refresh_names' scratch, reused
     uint64_t next_generation_ = 1;
     std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
     std::unordered_map<uint64_t, uint32_t> live_by_tid_;  // native-only threads: tid -> slot
     std::unordered_map<uint64_t, uint32_t> python_by_tid_;  // threads with a state: tid -> slot
+    std::vector<uint64_t> python_tids_;  // python_by_tid_'s keys, sorted (scan_os_threads)
+    bool python_tids_stale_ = true;      // python_by_tid_ changed since python_tids_ was made
     std::vector<OsThread> os_found_;     // OS scan scratch, reused
+    std::vector<OsThread> prelisted_;    // the drain thread's, taken without the GIL
+    bool prelisted_ok_ = false;          // platform_os_threads' answer for prelisted_
+    bool prelisted_ready_ = false;       // prelisted_ is for the coming pass
+    size_t prelisted_bytes_ = 0;         // prelisted_'s capacity as of the last pass (GIL held)
+    size_t mask_cursor_ = 0;             // check_signal_mask's turn: the slot to check next
     // Threads with a state that ended (their exit watch ran, or the scan retired them) -> the
     // OS scan's pass then: the OS thread outlives its state by a moment, and must not come back
     // as a new native-only thread. Forgotten two passes later.

@@ -33,12 +33,12 @@ uint32_t StackStore::intern(const uint32_t* frames, uint32_t n) {
     return id;
 }
 
-void StackStore::fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns) {
+void StackStore::fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, uint64_t count) {
     SampleRow& row = blocks_[i / kRowsPerBlock][i % kRowsPerBlock];
     row.weight_ns += weight_ns;
     if (timestamp_ns > row.timestamp_ns) row.timestamp_ns = timestamp_ns;
-    ++folded_[i];
-    ++folded_extra_;
+    folded_[i] += count;
+    folded_extra_ += count;
 }
 
 void StackStore::copy_rows(SampleRow* out) const {

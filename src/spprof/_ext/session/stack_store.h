@@ -116,7 +116,8 @@ public:
     // spaced over the row's span and sharing its weight (the remainder on the last), so every
     // count, weight and span an output shows is what the separate rows showed. No memory:
     // a count in the row's entry of folded_.
-    void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns);
+    // `count`: samples folded in at once (a census record that stands for several censuses).
+    void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, uint64_t count = 1);
 
     size_t memory_bytes() const {
         return pool_.capacity() * 4 + offsets_.capacity() * 4 + index_.size() * 48 + marks_.capacity() * sizeof(TimeMark) +

@@ -2,6 +2,7 @@
 #include "thread_names.h"
 
 #include "../platform/platform.h"
+#include "proc_reads.h"
 
 namespace spprof {
 
@@ -25,6 +26,15 @@ ThreadingNames::ThreadingNames() {
         return;
     }
     active_ = active;
+    name_attr_ = PyUnicode_InternFromString("_name");
+    if (name_attr_ == nullptr) PyErr_Clear();
+}
+
+PyObject* ThreadingNames::name_str(PyObject* thread) const {
+    PyObject* name = name_attr_ != nullptr ? PyObject_GetAttr(thread, name_attr_) : nullptr;
+    if (name != nullptr && !PyUnicode_Check(name)) Py_CLEAR(name);
+    PyErr_Clear();
+    return name;
 }
 
 bool ThreadingNames::name_of(unsigned long ident, std::string* out) const {
@@ -40,23 +50,40 @@ bool ThreadingNames::name_of(unsigned long ident, std::string* out) const {
         PyErr_Clear();
         return false;
     }
-    bool found = false;
-    PyObject* name = PyObject_GetAttrString(thread, "_name");
-    if (name != nullptr && PyUnicode_Check(name)) {
-        const char* utf8 = PyUnicode_AsUTF8(name);
-        if (utf8 != nullptr) {
-            *out = utf8;
-            found = true;
-        }
-    }
+    Py_INCREF(thread);
+    PyObject* name = name_str(thread);
+    Py_ssize_t size = 0;
+    const char* utf8 = name != nullptr ? PyUnicode_AsUTF8AndSize(name, &size) : nullptr;
+    if (utf8 != nullptr) out->assign(utf8, static_cast<size_t>(size));
     Py_XDECREF(name);
+    Py_DECREF(thread);
     PyErr_Clear();
-    return found;
+    return utf8 != nullptr;
+}
+
+void IdentIndex::clear_for(size_t count) {
+    size_t want = 16;
+    unsigned bits = 4;
+    while (want < 2 * count) {
+        want <<= 1;
+        ++bits;
+    }
+    // Kept between passes; given back when the threads it was grown for are long gone.
+    if (slots_.capacity() > 8 * want) std::vector<Slot>().swap(slots_);
+    slots_.assign(want, Slot{0, kEmpty});
+    mask_ = want - 1;
+    shift_ = 64 - bits;
+}
+
+void IdentIndex::add(unsigned long ident, uint32_t id) {
+    size_t i = slot_of(ident);
+    while (slots_[i].id != kEmpty) i = (i + 1) & mask_;
+    slots_[i] = Slot{ident, id};
 }
 
 std::string os_thread_name(uint64_t tid) {
     char buf[64];
-    if (platform_thread_name(tid, buf, sizeof buf) > 0) return std::string(buf);
+    if (proc_thread_name(tid, buf, sizeof buf) > 0) return std::string(buf);
     return "Thread-" + std::to_string(tid);
 }
 

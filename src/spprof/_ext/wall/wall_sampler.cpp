@@ -28,7 +28,6 @@ namespace {
 
 // Census period floor: each wake-up costs the sampler ~30 us in a VM; threads that run are
 // sampled by their own CPU timers, so the census needs only to account for blocked time.
-constexpr uint64_t kMinCensusNs = 10'000'000;
 // Sleep slices: stop() wakes the sleep itself; this only bounds a sleep that missed it.
 constexpr uint64_t kMaxSleepNs = 1'000'000'000;
 // A thread counts as having run when its CPU clock moved by more than 1 % of the census period
@@ -49,7 +48,7 @@ struct WallSampler::OutsideReader : CachedReader<SafeReadFetch> {};
 
 WallSampler::WallSampler(ThreadTable* table, uint64_t interval_ns)
     : table_(table),
-      census_ns_(interval_ns > kMinCensusNs ? interval_ns : kMinCensusNs),
+      census_ns_(census_period_ns(interval_ns)),
       run_threshold_ns_(census_ns_ / 100 > kMinRunNs ? census_ns_ / 100 : kMinRunNs),
       sample_interval_ns_(interval_ns),
       reader_(new OutsideReader()),
@@ -120,6 +119,11 @@ void* WallSampler::thread_main(void* arg) {
             return periods;
         },
         [self](uint64_t missed) { self->missed_.fetch_add(missed, std::memory_order_relaxed); });
+    // stop(): long waits passed over since their last visit get their time up to now (the
+    // threads are still attached; the drain that follows reads these records).
+    capture_gate_enter();
+    self->tick_threads(self->census_ns_, true);
+    capture_gate_leave();
     return nullptr;
 }
 
@@ -137,7 +141,7 @@ uint32_t WallSampler::tick() {
     return periods_;
 }
 
-bool WallSampler::tick_threads(uint64_t period_ns) {
+bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
     const uint32_t n = table_->published();
     if (slots_.size() < n) slots_.resize(n);
     CensusParams params;
@@ -145,6 +149,7 @@ bool WallSampler::tick_threads(uint64_t period_ns) {
     params.census_ns = period_ns;
     params.run_threshold_ns = run_threshold_ns_;
     bool quiet = true;
+    const uint64_t census_now = platform_monotonic_ns();
     for (uint32_t serial = 0; serial < n; ++serial) {
         ThreadCtx* ctx = table_->by_serial(serial);
         if (ctx == nullptr || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached)
@@ -157,6 +162,22 @@ bool WallSampler::tick_threads(uint64_t period_ns) {
             slots_[serial] = CensusSlot{};
             slots_[serial].generation = ctx->generation_;
         }
+        CensusSlot& slot = slots_[serial];
+        if (last ? slot.passed_over == 0 : census_pass_over(slot, census_now)) {
+            if (!last) passed_over_.fetch_add(1, std::memory_order_relaxed);
+            quiet = false;  // a blocked thread: the census keeps its period
+            continue;
+        }
+        // In a long gap, the time since the last visit is the census's to account for, unless
+        // a window's end took it (the visit measures from there) or the thread as it ended
+        // (SessionThreads::write_wait_tail): one of them.
+        if (slot.next_visit_ns != 0 && ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel) == 0) {
+            const uint64_t settled = ctx->census_settled_ns_.exchange(0, std::memory_order_acq_rel);
+            if (settled == 0) continue;  // a window's end is writing it: the next census
+            slot.last_ns = settled;
+            slot.last_cpu_ns = ctx->census_settled_cpu_ns_.load(std::memory_order_relaxed);
+            slot.passed_over = 0;  // in the window's record
+        }
         CensusInput in;
         if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &in.cpu_ns)) continue;  // gone
         ctx->census_cpu_ns_.store(in.cpu_ns, std::memory_order_relaxed);
@@ -164,18 +185,22 @@ bool WallSampler::tick_threads(uint64_t period_ns) {
         in.cpu_at_capture_ns = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
         in.first = ctx->needs_first_sample_.exchange(false, std::memory_order_acq_rel);
         in.cpu_timer = ctx->cpu_timer_armed_.load(std::memory_order_acquire);
-        const CensusDecision d = census_step(slots_[serial], in, params, [&] {
+        const CensusDecision d = census_step(slot, in, params, [&] {
             probes_.fetch_add(1, std::memory_order_relaxed);
             return platform_thread_runnable(ctx->native_tid_) != 0;
         });
-        quiet = quiet && census_quiet(slots_[serial], d, params);
+        quiet = quiet && census_quiet(slot, d, params);
+        uint32_t censuses = census_visited(slot, d, in.cpu_timer, in.now_ns, census_ns_);
+        // After census_cpu_ns_ (the pair a thread that ends reads): where its wait tail begins.
+        ctx->census_tail_from_ns_.store(slot.next_visit_ns != 0 ? in.now_ns : 0, std::memory_order_release);
+        if (last && censuses > 1) --censuses;  // stop() is no census: only those it was passed over in
         if (d.action == CensusAction::kWalk) {
             const uint32_t flags = d.runnable ? kSampleRunnable : kSampleIdle;
-            if (walk_outside(ctx, in.cpu_ns, in.now_ns, d.weight_ns, flags)) continue;
+            if (walk_outside(ctx, in.cpu_ns, in.now_ns, d.weight_ns, flags, censuses)) continue;
             // A runnable thread that ran during the walk is on the line its CPU timer last
             // sampled: its wait goes there (depth 0), not to wherever it blocks next.
-            if (d.runnable && write_census_record(ctx, in.now_ns, d.weight_ns, kSampleRunnable)) continue;
-            census_walk_lost(slots_[serial], d);
+            if (d.runnable && write_census_record(ctx, in.now_ns, d.weight_ns, kSampleRunnable, censuses)) continue;
+            census_walk_lost(slot, d);
             continue;
         }
         if (d.action == CensusAction::kSignal) {
@@ -184,19 +209,21 @@ bool WallSampler::tick_threads(uint64_t period_ns) {
             if (platform_signal_thread(ctx->native_tid_, serial)) signals_.fetch_add(1, std::memory_order_relaxed);
             continue;
         }
-        if (d.action == CensusAction::kIdleRecord) write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle);
+        if (d.action == CensusAction::kIdleRecord)
+            write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle, censuses);
     }
     return quiet;
 }
 
-bool WallSampler::write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags) {
-    if (!put_record(ctx, now_ns, weight_ns, flags, nullptr, 0)) return false;
+bool WallSampler::write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags,
+                                      uint32_t censuses) {
+    if (!put_record(ctx, now_ns, weight_ns, flags, nullptr, 0, censuses)) return false;
     idle_.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 
 bool WallSampler::walk_outside(ThreadCtx* ctx, uint64_t cpu_before_ns, uint64_t now_ns, uint64_t weight_ns,
-                               uint32_t flags) {
+                               uint32_t flags, uint32_t censuses) {
     OutsideReader& reader = *reader_;
     reader.reset();
     RawFrame* const frames = frames_.get();
@@ -209,13 +236,13 @@ bool WallSampler::walk_outside(ThreadCtx* ctx, uint64_t cpu_before_ns, uint64_t 
         return false;
     }
     const uint32_t all = flags | (w.truncated || w.error ? kSampleTruncated : 0u);
-    if (!put_record(ctx, now_ns, weight_ns, all, frames, w.depth)) return false;
+    if (!put_record(ctx, now_ns, weight_ns, all, frames, w.depth, censuses)) return false;
     walks_.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 
 bool WallSampler::put_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags,
-                             const RawFrame* frames, uint32_t depth) {
+                             const RawFrame* frames, uint32_t depth, uint32_t censuses) {
     RawSampleHeader hdr{};
     hdr.timestamp_ns = now_ns;
     hdr.weight_ns = weight_ns;
@@ -223,6 +250,7 @@ bool WallSampler::put_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns
     hdr.thread_serial = ctx->serial_;
     hdr.flags = flags;
     hdr.depth = static_cast<uint16_t>(depth);
+    hdr.censuses = censuses > 1 ? censuses : 0;
     if (!write_foreign_record(ctx, hdr, frames)) {
         idle_dropped_.fetch_add(1, std::memory_order_relaxed);
         return false;

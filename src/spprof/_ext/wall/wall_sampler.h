@@ -69,6 +69,8 @@ public:
     uint64_t state_probes() const { return probes_.load(std::memory_order_relaxed); }
     uint64_t walks() const { return walks_.load(std::memory_order_relaxed); }
     uint64_t walks_lost() const { return walks_lost_.load(std::memory_order_relaxed); }
+    // Threads a census passed over (a long wait, its clock not read: wall_census.h).
+    uint64_t passed_over() const { return passed_over_.load(std::memory_order_relaxed); }
 
 private:
     struct OutsideReader;  // wall_sampler.cpp: a CachedReader over platform_read_no_fault
@@ -76,18 +78,22 @@ private:
     static void* thread_main(void* arg);
     // One census; returns the base periods to the next one.
     uint32_t tick();
-    // True when the census was quiet (census_quiet for every thread).
-    bool tick_threads(uint64_t period_ns);
+    // True when the census was quiet (census_quiet for every thread). `last`: stop()'s census,
+    // which visits only the threads passed over since their last visit (a long wait's time
+    // since then), so that no wait's end is left out of the profile.
+    bool tick_threads(uint64_t period_ns, bool last = false);
     // Sampler thread: reads ctx's Python stack from outside and writes it into its ring as a
     // sample of `weight_ns` flagged `flags`. False when the walk cannot be trusted (the thread
     // ran during it, or has ended) or the record could not be written.
     bool walk_outside(ThreadCtx* ctx, uint64_t cpu_before_ns, uint64_t now_ns, uint64_t weight_ns,
-                      uint32_t flags);
+                      uint32_t flags, uint32_t censuses = 1);
     // Sampler thread: a record with no frames (the drain gives it the thread's last stack).
-    bool write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags);
+    // `censuses`: how many censuses it stands for (census_visited).
+    bool write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags,
+                             uint32_t censuses = 1);
     // Both of the above: the record (hdr + depth frames) into ctx's ring, counted either way.
     bool put_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags,
-                    const struct RawFrame* frames, uint32_t depth);
+                    const struct RawFrame* frames, uint32_t depth, uint32_t censuses = 1);
 
     ThreadTable* const table_;
     const uint64_t census_ns_;
@@ -109,7 +115,7 @@ private:
     uint64_t last_tick_ns_ = 0;  // sampler thread only: when the last census began
     std::atomic<uint64_t> longest_gap_ns_{0};
     std::atomic<uint64_t> ticks_{0}, missed_{0}, quiet_skips_{0}, signals_{0}, idle_{0}, idle_dropped_{0},
-        probes_{0}, walks_{0}, walks_lost_{0};
+        probes_{0}, walks_{0}, walks_lost_{0}, passed_over_{0};
 };
 
 }  // namespace spprof
