@@ -7,8 +7,10 @@ profile and ends; the root merges them all at stop.
 
 Configurations, each in a fresh interpreter, rounds interleaved: plain (no spprof), cpu (the
 CLI, children not profiled) and subprocesses (the CLI with --subprocesses). Reported: wall
-time per child (medians), the root's merge time (stats["subprocesses_merge_ns"]), the
-children merged, and the size of the family directory's files just before the merge.
+time per child (medians), the root's merge at stop (stats["subprocesses_merge_ns"]) and
+while it ran (["subprocesses_early_merge_ns"], _family_files.py), the most entries the
+family directory held (counted by a thread of the program's every 10 ms), the children
+merged and lost.
 """
 
 from __future__ import annotations
@@ -26,16 +28,26 @@ from typing import Optional
 CONFIGS = ("plain", "cpu", "subprocesses")
 
 PROGRAM = """
-import multiprocessing, sys, time
+import json, multiprocessing, os, sys, threading, time
 
 def task(i):
     return sum(range(2000))
 
+def count(family, most, done):
+    while not done.wait(0.01):
+        most[0] = max(most[0], len(os.listdir(family)))
+
 if __name__ == "__main__":
+    most, done = [0], threading.Event()
+    family = json.loads(os.environ.get("SPPROF_SUBPROCESSES", "{}")).get("dir")
+    if family:  # the family directory's entries, counted while the pool runs
+        threading.Thread(target=count, args=(family, most, done)).start()
     t0 = time.perf_counter()
     with multiprocessing.get_context("fork").Pool(2, maxtasksperchild=1) as pool:
         pool.map(task, range(int(sys.argv[1])), chunksize=1)
     print("WALL", time.perf_counter() - t0)
+    done.set()
+    print("MOST", most[0])
 """
 
 
@@ -60,6 +72,8 @@ def _measure(config: str, children: int, work: str) -> dict:
 
         stats = spprof.load(out).stats
         row["merge_s"] = stats["subprocesses_merge_ns"] / 1e9
+        row["early_s"] = stats["subprocesses_early_merge_ns"] / 1e9
+        row["most_entries"] = int(r.stdout.split("MOST")[1].split()[0])
         row["merged"] = stats["subprocesses_profiled"]
         row["lost"] = stats["subprocesses_lost"]
     return row
@@ -78,17 +92,21 @@ def main(argv: Optional[list] = None) -> int:
             for c in CONFIGS:
                 runs[c].append(_measure(c, args.children, work))
     print(f"{args.children} short children (fork pool, maxtasksperchild=1), {args.rounds} rounds")
-    print(f"{'config':<14} {'ms/child':>9} {'merge s':>8} {'merged':>7} {'lost':>5}")
+    head = ("config", "ms/child", "merge s", "early s", "most", "merged", "lost")
+    print(f"{head[0]:<14} " + " ".join(f"{h:>8}" for h in head[1:]))
     for c in CONFIGS:
         rows = runs[c]
         per = statistics.median(r["s_per_child"] for r in rows) * 1e3
+        cells = ["-"] * 5
         if c == "subprocesses":
-            merge = statistics.median(r["merge_s"] for r in rows)
-            merged = min(r["merged"] for r in rows)
-            lost = max(r["lost"] for r in rows)
-            print(f"{c:<14} {per:>9.2f} {merge:>8.2f} {merged:>7} {lost:>5}")
-        else:
-            print(f"{c:<14} {per:>9.2f} {'-':>8} {'-':>7} {'-':>5}")
+            cells = [
+                f"{statistics.median(r['merge_s'] for r in rows):.2f}",
+                f"{statistics.median(r['early_s'] for r in rows):.2f}",
+                str(max(r["most_entries"] for r in rows)),
+                str(min(r["merged"] for r in rows)),
+                str(max(r["lost"] for r in rows)),
+            ]
+        print(f"{c:<14} {per:>8.2f} " + " ".join(f"{x:>8}" for x in cells))
     print(json.dumps(runs))
     return 0
 

@@ -158,6 +158,23 @@ def test_thread_start_benchmark_runs_and_fills_every_cell(capsys):
     assert all(row.count(" us") == 0 and row.count("x |") == 1 for row in rows), rows
 
 
+def test_pass_cost_benchmark_reports_every_cell(capsys):
+    """benchmarks/pass_cost.py at a tiny size: a row per mode and count of threads, each with
+    passes measured (a drain that never ran would divide by one pass of nothing)."""
+    from benchmarks import pass_cost
+
+    assert pass_cost.main(["--smoke"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows]
+    assert [(c[0], c[1]) for c in cells] == [
+        ("cpu", "1"),
+        ("cpu", "50"),
+        ("wall", "1"),
+        ("wall", "50"),
+    ]
+    assert all(float(c[2]) > 0 and float(c[3]) > 0 and float(c[4]) > 0 for c in cells), cells
+
+
 def test_fork_cost_benchmark_runs(capsys):
     """benchmarks/fork_cost.py at a tiny size: a row per configuration."""
     from benchmarks import fork_cost
@@ -209,7 +226,8 @@ def test_subprocess_family_benchmark_merges_every_child(capsys):
     lines = capsys.readouterr().out.splitlines()
     rows = {line.split()[0]: line.split() for line in lines[2:5]}
     assert list(rows) == ["plain", "cpu", "subprocesses"], lines
-    assert int(rows["subprocesses"][3]) >= 10, lines
+    assert int(rows["subprocesses"][5]) >= 10, lines  # merged
+    assert int(rows["subprocesses"][4]) >= 2, lines  # most entries: a child's mark and its file
 
 
 def test_native_pool_benchmark_reports_share_and_tvd_per_tool(capsys):

@@ -143,6 +143,14 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--modes", nargs="+", default=["cpu"], choices=["cpu", "wall"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="also write the result here")
+    ap.add_argument(
+        "--alive",
+        nargs="+",
+        type=int,
+        default=list(ALIVE),
+        help="threads alive (default: %(default)s)",
+    )
+    ap.add_argument("--no-short", action="store_true", help="leave out the 100,000 short threads")
     args = ap.parse_args(argv)
     if args.child:
         mode, alive, starts = args.child[0], int(args.child[1]), int(args.child[2])
@@ -155,8 +163,8 @@ def main(argv: Optional[list] = None) -> int:
             args.modes,
             args.rounds,
             STARTS,
-            SHORT_THREADS,
-            ALIVE,
+            0 if args.no_short else SHORT_THREADS,
+            tuple(args.alive),
             lambda m: print(m, file=sys.stderr),
         )
     print(f"CPython {sys.version.split()[0]}, {os.cpu_count()} CPUs")
