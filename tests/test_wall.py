@@ -126,6 +126,43 @@ def test_each_thread_weight_matches_its_lifetime():
     assert abs(weights["MainThread"] / 1e9 - main_alive) <= 0.1 * main_alive
 
 
+def test_a_long_wait_that_ends_soon_after_a_window_keeps_its_time_to_the_end():
+    # A long wait is visited every 8th census (80 ms) and a window's end takes it up to then.
+    # The threads here end 40 ms after the window, before their next visit half the time:
+    # each then writes the rest itself. It used to find nothing to write until the census's
+    # next visit and lose those 40 ms.
+    go = threading.Event()
+    waited: dict = {}
+
+    def wait() -> None:
+        t0 = time.monotonic()
+        go.wait()
+        waited[threading.current_thread().name] = time.monotonic() - t0
+
+    names = [f"waiter-{i}" for i in range(16)]
+    spprof.start(interval_ms=10, mode="wall")
+    try:
+        threads = [threading.Thread(target=wait, name=name) for name in names]
+        for t in threads:  # 5 ms apart: their visits fall all over the census's 80 ms
+            t.start()
+            time.sleep(0.005)
+        with spprof.Profiler():  # a window inside the session
+            time.sleep(0.6)
+        time.sleep(0.04)
+        go.set()
+        for t in threads:
+            t.join()
+    finally:
+        profile = spprof.stop()
+    weights = dict.fromkeys(names, 0)
+    for s in profile.samples:
+        if s.thread_name in weights:
+            weights[s.thread_name] += s.weight_ns
+    off = {n: round(weights[n] / 1e9 - waited[n], 3) for n in names}
+    assert all(-0.02 <= d <= 0.03 for d in off.values()), off
+    assert profile.stats["wall_passed_over"] > 0, profile.stats
+
+
 def test_rate_does_not_drift_over_seconds():
     seconds = float(os.environ.get("SPPROF_WALL_RATE_SECONDS", "3"))
     with spprof.Profiler(interval_ms=10, mode="wall") as p:

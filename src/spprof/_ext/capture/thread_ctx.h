@@ -68,14 +68,11 @@ struct ThreadCtx {
     // that ends is credited with its CPU time to within one census period.
     std::atomic<uint64_t> census_cpu_ns_{0};
     // Wall mode (Linux): while the census passes this thread over (a long wait, wall_census.h),
-    // the time of its last visit (census_cpu_ns_ is the clock then), else 0. Whoever exchanges
-    // it for 0 first accounts for the wait since then: the census at its next visit, or the
-    // thread as it ends, or a window's end (SessionThreads::write_wait_tail).
+    // the time its wait is accounted up to (census_cpu_ns_ is the clock then), else 0. Whoever
+    // exchanges it for 0 first accounts for the wait since then: the census at its next visit,
+    // the thread as it ends, or a window's end (SessionThreads::write_wait_tail), which stores
+    // census_cpu_ns_ and then its own time back, so the others measure from there.
     std::atomic<uint64_t> census_tail_from_ns_{0};
-    // Set by a window's end that took the wait up to then (the census's next visit measures
-    // from there): that time, and the thread's CPU clock then.
-    std::atomic<uint64_t> census_settled_ns_{0};
-    std::atomic<uint64_t> census_settled_cpu_ns_{0};
     // CPU time its own per-thread CPU timer has counted since it was armed (each delivery adds
     // interval x (1 + overrun)): the thread's CPU clock at its last expiry, minus the reading
     // taken just before arming. An ended thread's clock can no longer be read; this can.

@@ -218,19 +218,21 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
 
 void SessionThreads::write_wait_tail(ThreadCtx* ctx, bool ending) {
     const uint64_t from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
-    if (from == 0) return;  // not passed over, or the census took it
+    if (from == 0) return;  // not passed over, or the census or another settler has it
     const uint64_t now = platform_monotonic_ns();
     uint64_t cpu = 0;
     const bool read = platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu);
     const uint64_t cpu_then = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
-    if (!ending) {
-        // The census's next visit measures from here (a thread gone meanwhile: never visited).
-        ctx->census_settled_cpu_ns_.store(read ? cpu : cpu_then, std::memory_order_relaxed);
-        ctx->census_settled_ns_.store(read ? now : from, std::memory_order_release);
-    }
-    if (!read) return;
-    const uint64_t ran = cpu > cpu_then ? cpu - cpu_then : 0;  // its CPU timer sampled that
-    if (now <= from + ran) return;
+    if (read) write_idle_tail(ctx, from, now, cpu > cpu_then ? cpu - cpu_then : 0);
+    if (ending) return;
+    // Handed back after the record (one writer of the thread's foreign records at a time):
+    // the census's next visit, or the thread as it ends, takes the wait from here on.
+    ctx->census_cpu_ns_.store(read ? cpu : cpu_then, std::memory_order_relaxed);
+    ctx->census_tail_from_ns_.store(read ? now : from, std::memory_order_release);
+}
+
+void SessionThreads::write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran) {
+    if (now <= from + ran) return;  // its CPU timer sampled what it ran
     const uint64_t idle = now - from - ran;
     // Depth 0, idle: the drain gives it the thread's last stack, where it waited, and folds
     // it into the wait's row. It ended when the wait did; the thread ran after that.

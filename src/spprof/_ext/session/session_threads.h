@@ -187,6 +187,8 @@ private:
     // (wall_census.h), unless the census took it first. `ending`: on the thread as it ends;
     // else a window's end, after which the census measures from now.
     void write_wait_tail(ThreadCtx* ctx, bool ending);
+    // The idle record of a wait from `from` to `now`, less the CPU it `ran` meanwhile.
+    void write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran);
     void name_from_threading(ThreadRecord& rec);
 
     const SessionConfig& config_;

@@ -168,15 +168,16 @@ bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
             quiet = false;  // a blocked thread: the census keeps its period
             continue;
         }
-        // In a long gap, the time since the last visit is the census's to account for, unless
-        // a window's end took it (the visit measures from there) or the thread as it ended
-        // (SessionThreads::write_wait_tail): one of them.
-        if (slot.next_visit_ns != 0 && ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel) == 0) {
-            const uint64_t settled = ctx->census_settled_ns_.exchange(0, std::memory_order_acq_rel);
-            if (settled == 0) continue;  // a window's end is writing it: the next census
-            slot.last_ns = settled;
-            slot.last_cpu_ns = ctx->census_settled_cpu_ns_.load(std::memory_order_relaxed);
-            slot.passed_over = 0;  // in the window's record
+        // In a long gap, the time since the last visit is the census's to account for, from
+        // where a window's end took it up to (SessionThreads::write_wait_tail) if one did.
+        if (slot.next_visit_ns != 0) {
+            const uint64_t from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
+            if (from == 0) continue;  // a window's end or the ending thread is writing it
+            if (from != slot.last_ns) {
+                slot.last_ns = from;
+                slot.last_cpu_ns = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
+                slot.passed_over = 0;  // in the window's record
+            }
         }
         CensusInput in;
         if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &in.cpu_ns)) continue;  // gone
