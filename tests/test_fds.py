@@ -154,10 +154,14 @@ def test_a_pipe_reopened_on_3_and_4_is_neither_read_nor_closed_by_spprof(tmp_pat
 # close 2, open (must return 2), dup2 stderr back, until done(); (loops, failures).
 REOPEN_FD2 = textwrap.dedent(
     """
-    def reopen_fd2_until(done):
+    def reopen_fd2_until(done, lock=None):
+        # `lock`: held by each turn of the loop, and by the program's other threads while
+        # they open files of their own (a dlopen), which would take 2 as well.
         saved = os.dup(2)
         loops = failures = 0
         while not done():
+            if lock is not None:
+                lock.acquire()
             os.close(2)
             fd = os.open(os.devnull, os.O_RDONLY)
             try:
@@ -171,6 +175,8 @@ REOPEN_FD2 = textwrap.dedent(
                     os.write(saved, f"dup2: {e}\\n".encode())
                 if fd != 2:
                     os.close(fd)
+                if lock is not None:
+                    lock.release()
             loops += 1
         return loops, failures
     """
@@ -262,9 +268,12 @@ LOWEST_FREE_NATIVE = (
 
     libs = sys.argv[1:]
     loaded = threading.Event()
+    opening = threading.Lock()  # dlopen opens the library at the lowest free number too
     def load_one_after_another():
         for path in libs:
-            run = ctypes.CDLL(path).run
+            with opening:
+                lib = ctypes.CDLL(path)
+            run = lib.run
             run.argtypes = [ctypes.c_double]
             run(0.01)
             time.sleep(0.005)
@@ -272,7 +281,7 @@ LOWEST_FREE_NATIVE = (
     spprof.start(interval_ms=1, native=True)
     loader = threading.Thread(target=load_one_after_another)
     loader.start()
-    loops, failures = reopen_fd2_until(loaded.is_set)
+    loops, failures = reopen_fd2_until(loaded.is_set, opening)
     loader.join()
     time.sleep(0.2)  # the last module's read, before stop() (which reads with the GIL)
     profile = spprof.stop()
