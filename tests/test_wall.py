@@ -126,6 +126,59 @@ def test_each_thread_weight_matches_its_lifetime():
     assert abs(weights["MainThread"] / 1e9 - main_alive) <= 0.1 * main_alive
 
 
+def test_a_short_thread_has_all_its_time_off_cpu_from_its_start_to_its_end():
+    # Threads that live less than a census period, or end a few ms after its last visit: the
+    # census's first look used to guess one period for the time since the thread's start, and
+    # the time after its last visit was lost (naps of 2 ms summed to 0.87 of their time off
+    # CPU, naps of 50 ms to 1.10; a 3 ms thread the census never saw had none of it). Its
+    # span now starts at its registration and the thread writes its last stretch as it ends.
+    off_cpu: dict = {}
+
+    def nap(seconds: float) -> None:
+        t0, c0 = time.monotonic(), time.thread_time()
+        time.sleep(seconds)
+        off = (time.monotonic() - t0) - (time.thread_time() - c0)
+        off_cpu[threading.current_thread().name] = off
+
+    naps = [0.003, 0.012, 0.03] * 20
+    with spprof.Profiler(interval_ms=10, mode="wall") as p:
+        for i, seconds in enumerate(naps):
+            t = threading.Thread(target=nap, args=(seconds,), name=f"nap-{i}")
+            t.start()
+            t.join()
+    shown = dict.fromkeys(off_cpu, 0)
+    for s in p.get_samples():
+        if s.thread_name in shown and not s.on_cpu:
+            shown[s.thread_name] += s.weight_ns / 1e9
+    # Never less than the thread measured (its start and end are in the span, not in its
+    # measure); more only by what those cost.
+    short = {n: round(shown[n] - off_cpu[n], 4) for n in off_cpu if shown[n] < off_cpu[n] - 0.001}
+    assert not short, short
+    total, measured = sum(shown.values()), sum(off_cpu.values())
+    assert total <= 1.05 * measured + 0.005, (total, measured)
+
+
+def long_nap(seconds: float) -> None:
+    time.sleep(seconds)  # LONG_NAP
+
+
+def test_a_wait_that_ends_just_before_stop_keeps_its_time_to_the_end():
+    # A long wait is visited every 8th census (80 ms). stop()'s last census used to find the
+    # caller moved since the last visit, walk it, and put the time since then on the stack it
+    # was on: stop() itself, whose samples are dropped (0 to 80 ms lost, by phase: 0.27 s of
+    # 0.30 s in test_census_stretches_while_the_only_thread_runs_and_loses_no_time).
+    # The caller now writes that time itself, on its last stack, the wait's.
+    line = w.line_of(long_nap, "LONG_NAP")
+    for seconds in (0.5, 0.53, 0.57):  # three phases against the census's 80 ms
+        with spprof.Profiler(interval_ms=10, mode="wall") as p:
+            long_nap(seconds)
+        leaves = [(s, s.frames[-1]) for s in p.get_samples() if s.idle and s.frames]
+        on_nap = sum(
+            s.weight_ns for s, f in leaves if (f.function_name, f.lineno) == ("long_nap", line)
+        )
+        assert abs(on_nap / 1e9 - seconds) <= 0.012, (on_nap / 1e9, seconds)
+
+
 def test_a_long_wait_that_ends_soon_after_a_window_keeps_its_time_to_the_end():
     # A long wait is visited every 8th census (80 ms) and a window's end takes it up to then.
     # The threads here end 40 ms after the window, before their next visit half the time:

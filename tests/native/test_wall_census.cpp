@@ -398,3 +398,39 @@ TEST(census_thread_without_cpu_timer_is_visited_every_census) {
     CHECK_EQ(v.clock_reads, 100);
     CHECK_EQ(v.censuses, 100u);
 }
+
+// A thread registered 3 ms before the census's first look: that look measures 3 ms from its
+// registration (the span the session handed out), not one census period.
+TEST(census_first_look_measures_from_the_registration) {
+    Sim s;
+    s.now = 100 * kMs;
+    s.cpu = 5 * kMs;
+    const uint64_t registered = s.now + 7 * kMs;  // Sim::period advances 10 ms: 3 ms before it
+    spprof::census_adopt(s.slot, registered, s.cpu, false, s.now + s.p.census_ns, s.p.census_ns);
+    const CensusDecision d = s.period(0);
+    CHECK(d.action == CensusAction::kIdleRecord);  // its registration recorded where it blocked
+    CHECK_EQ(d.weight_ns, 3 * kMs);
+    CHECK_EQ(s.total(), 3 * kMs);
+}
+
+// The census's own hand-back changes nothing; a window's end that wrote a long wait up to
+// 30 ms before this visit leaves the visit 30 ms and three censuses to stand for.
+TEST(census_visit_after_a_window_end_stands_for_the_censuses_since_then) {
+    VisitSim v;
+    v.s.slot.seen = true;
+    v.s.slot.stack_current = true;
+    for (int i = 0; i < 200; ++i) v.census(0);
+    CHECK(v.s.slot.passed_over > 3);
+    const uint32_t before = v.s.slot.passed_over;
+    spprof::census_adopt(v.s.slot, v.s.slot.last_ns, v.s.cpu, false, v.s.now, v.s.p.census_ns);
+    CHECK_EQ(v.s.slot.passed_over, before);
+    const uint64_t settled = v.s.now - 30 * kMs;
+    spprof::census_adopt(v.s.slot, settled, v.s.cpu, false, v.s.now, v.s.p.census_ns);
+    CHECK_EQ(v.s.slot.passed_over, 2u);  // with the visit's own census: three
+    CHECK_EQ(v.s.slot.last_ns, settled);
+    v.s.now -= v.s.p.census_ns;  // the visit happens now
+    const CensusDecision d = v.s.period(0);
+    CHECK(d.action == CensusAction::kIdleRecord);
+    CHECK_EQ(d.weight_ns, 30 * kMs);
+    CHECK_EQ(spprof::census_visited(v.s.slot, d, true, v.s.now, v.s.p.census_ns), 3u);
+}

@@ -64,15 +64,22 @@ struct ThreadCtx {
     // process timer (itimer fallback: the sample's weight is the CPU since this reading).
     // Per-thread-timer captures leave it alone: no clock syscall on their path.
     std::atomic<uint64_t> last_cpu_ns_{0};
-    // Wall mode (Linux): the thread's CPU clock at the census's latest reading, so a thread
-    // that ends is credited with its CPU time to within one census period.
+    // Wall mode (Linux): the thread's CPU clock at the start of its span below (registration,
+    // the census's latest reading, or a window's end), so that a thread that ends is credited
+    // with its CPU time to within one census period.
     std::atomic<uint64_t> census_cpu_ns_{0};
-    // Wall mode (Linux): while the census passes this thread over (a long wait, wall_census.h),
-    // the time its wait is accounted up to (census_cpu_ns_ is the clock then), else 0. Whoever
-    // exchanges it for 0 first accounts for the wait since then: the census at its next visit,
-    // the thread as it ends, or a window's end (SessionThreads::write_wait_tail), which stores
-    // census_cpu_ns_ and then its own time back, so the others measure from there.
+    // Wall mode (Linux), a thread with a CPU timer: the time from which no record holds its
+    // off-CPU time yet (its registration, the census's last visit, or a window's end), 0 while
+    // someone writes it. Whoever exchanges it for 0 accounts for the span since then: the
+    // census at its next visit, the thread as it ends, or a window's end for a long wait
+    // (SessionThreads::write_wait_tail, which stores census_cpu_ns_ and then its own time
+    // back). census_carry_ns_ and census_long_wait_ are stored before it, read after taking it.
     std::atomic<uint64_t> census_tail_from_ns_{0};
+    // Off-CPU time before census_tail_from_ns_ that the census carries and no record holds
+    // yet (wall_census.h): the thread that ends writes it with its span.
+    std::atomic<uint64_t> census_carry_ns_{0};
+    // The census passes this thread over (a long wait): a window's end writes its span.
+    std::atomic<bool> census_long_wait_{false};
     // CPU time its own per-thread CPU timer has counted since it was armed (each delivery adds
     // interval x (1 + overrun)): the thread's CPU clock at its last expiry, minus the reading
     // taken just before arming. An ended thread's clock can no longer be read; this can.

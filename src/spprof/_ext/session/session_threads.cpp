@@ -113,6 +113,13 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     if (window_open_) counters_.cpu_before_found_ns += rec.cpu_start_ns;
     ctx->last_cpu_ns_.store(cpu_now, std::memory_order_relaxed);
     ctx->timer_origin_cpu_ns_ = rec.cpu_start_ns;
+    if (config_.wall_mode && ts != nullptr && platform_traits().session_wall_census) {
+        // Its span off CPU starts now: the census's first look measures from here, and a
+        // thread that ends before it is visited writes it itself. Before the table publishes
+        // the ctx: the census must never see a span it did not hand out change under it.
+        ctx->census_cpu_ns_.store(cpu_now, std::memory_order_relaxed);
+        ctx->census_tail_from_ns_.store(rec.registered_ns, std::memory_order_release);
+    }
     if (name != nullptr) {
         // The Thread object's own name (the start hook: threading has not put the thread in
         // _active yet, so looking there would find nothing).
@@ -218,26 +225,39 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
 
 void SessionThreads::write_wait_tail(ThreadCtx* ctx, bool ending) {
     const uint64_t from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
-    if (from == 0) return;  // not passed over, or the census or another settler has it
+    if (from == 0) return;  // not in wall mode, or the census or another settler has it
+    // A window's end writes only long waits (the census visits the others within a period);
+    // a thread that blocks the sampling signal has no time off its timer to write.
+    if ((!ending && !ctx->census_long_wait_.load(std::memory_order_relaxed)) ||
+        ctx->signal_blocked_.load(std::memory_order_acquire)) {
+        ctx->census_tail_from_ns_.store(from, std::memory_order_release);
+        return;
+    }
     const uint64_t now = platform_monotonic_ns();
     uint64_t cpu = 0;
     const bool read = platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu);
     const uint64_t cpu_then = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
-    if (read) write_idle_tail(ctx, from, now, cpu > cpu_then ? cpu - cpu_then : 0);
+    // An ending thread's carry goes with its span; a long wait carries nothing (the census
+    // keeps its own copy, so a window's end leaves it alone).
+    const uint64_t carry = ending ? ctx->census_carry_ns_.exchange(0, std::memory_order_relaxed) : 0;
+    if (read) write_idle_tail(ctx, from, now, cpu > cpu_then ? cpu - cpu_then : 0, carry);
     if (ending) return;
     // Handed back after the record (one writer of the thread's foreign records at a time):
-    // the census's next visit, or the thread as it ends, takes the wait from here on.
+    // the census's next visit, or the thread as it ends, takes the span from here on.
     ctx->census_cpu_ns_.store(read ? cpu : cpu_then, std::memory_order_relaxed);
     ctx->census_tail_from_ns_.store(read ? now : from, std::memory_order_release);
 }
 
-void SessionThreads::write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran) {
-    if (now <= from + ran) return;  // its CPU timer sampled what it ran
-    const uint64_t idle = now - from - ran;
+void SessionThreads::write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran, uint64_t carry) {
+    // What its CPU timer sampled (it ran `ran` since `from`) is not idle.
+    const uint64_t span = now > from ? now - from : 0;
+    const uint64_t off_cpu = span > ran ? span - ran : 0;
+    const uint64_t idle = off_cpu + carry;
+    if (idle == 0) return;
     // Depth 0, idle: the drain gives it the thread's last stack, where it waited, and folds
     // it into the wait's row. It ended when the wait did; the thread ran after that.
     RawSampleHeader hdr{};
-    hdr.timestamp_ns = from + idle;
+    hdr.timestamp_ns = from + off_cpu;
     hdr.weight_ns = idle;
     hdr.native_tid = ctx->native_tid_;
     hdr.thread_serial = ctx->serial_;
@@ -245,16 +265,33 @@ void SessionThreads::write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now
     const uint64_t period = census_period_ns(config_.interval_ns);
     const uint64_t censuses = (idle + period / 2) / period;
     hdr.censuses = censuses > 1 ? static_cast<uint32_t>(censuses) : 0;
-    if (write_foreign_record(ctx, hdr, nullptr)) capture_count_idle();
+    if (write_foreign_record(ctx, hdr, nullptr)) {
+        capture_count_idle();
+    } else {
+        capture_count_sampled(false);  // its ring full, or a capture of its own under way: dropped
+    }
 }
 
 void SessionThreads::settle_waits() {
     for (size_t i = 0; i < table_.slot_count(); ++i) {
         ThreadCtx* ctx = table_.at(i);
         if (ctx != nullptr && ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached &&
+            ctx->census_long_wait_.load(std::memory_order_relaxed) &&
             ctx->census_tail_from_ns_.load(std::memory_order_relaxed) != 0)
             write_wait_tail(ctx, false);
     }
+}
+
+void SessionThreads::settle_caller() {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyThreadState* ts = PyThreadState_GetUnchecked();
+#else
+    PyThreadState* ts = _PyThreadState_UncheckedGet();
+#endif
+    auto it = ts != nullptr ? live_by_tstate_.find(ts) : live_by_tstate_.end();
+    if (it == live_by_tstate_.end()) return;
+    if (ThreadCtx* ctx = table_.at(it->second))
+        if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached) write_wait_tail(ctx, true);
 }
 
 void SessionThreads::finish_all() {

@@ -117,6 +117,10 @@ public:
     // GIL held, before a window's drain: the waits the wall census is passing over get their
     // time up to now (write_wait_tail), so that a window holds its whole span of them.
     void settle_waits();
+    // GIL held, on the thread calling stop(), first: its time off CPU since the census's last
+    // visit goes to its last stack (write_wait_tail, as a thread that ends), not to the stack
+    // the stop's census would find it on, spprof's own stop(), whose samples are dropped.
+    void settle_caller();
     // GIL held. Names of the live threads from threading._active (a rename is kept).
     void refresh_names();
     // GIL held. Frees the retired ctxs no capture can still hold.
@@ -183,12 +187,14 @@ private:
     void settle_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns);
     void write_thread_end(ThreadCtx* ctx, uint64_t expiries, uint64_t weight_ns);
     void write_thread_end_record(ThreadCtx* ctx, const RawSampleHeader& hdr, const RawFrame* frames, uint64_t expiries);
-    // Wall mode: the wait the census is passing over, since its last visit, as an idle record
-    // (wall_census.h), unless the census took it first. `ending`: on the thread as it ends;
-    // else a window's end, after which the census measures from now.
+    // Wall mode: the thread's time off CPU since the census's last visit (since registration
+    // if none), as an idle record (wall_census.h), unless the census took it first. `ending`:
+    // on the thread as it ends, the census's carry included; else a window's end, for a long
+    // wait only, after which the census measures from now.
     void write_wait_tail(ThreadCtx* ctx, bool ending);
-    // The idle record of a wait from `from` to `now`, less the CPU it `ran` meanwhile.
-    void write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran);
+    // The idle record of a span from `from` to `now`, less the CPU it `ran` meanwhile, plus
+    // off-CPU time carried from before `from`.
+    void write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran, uint64_t carry);
     void name_from_threading(ThreadRecord& rec);
 
     const SessionConfig& config_;

@@ -32,9 +32,14 @@
 // time, its count those censuses). A clock read is a system call: with 5,000 threads
 // waiting, reading each one every 10 ms kept the census thread on a CPU half the time. What
 // it costs: the end of such a wait is placed to within that gap (80 ms at a 10 ms census)
-// instead of one census; a thread that ends while passed over writes its wait's tail itself
-// as it ends (ThreadCtx::census_tail_from_ns_), so no wait is cut short. A thread without a
-// CPU timer is visited at every census (the census is what samples its CPU).
+// instead of one census. A thread without a CPU timer is visited at every census (the
+// census is what samples its CPU).
+// Ends of the span: registration hands a thread's span to the census from its first moment
+// (census_adopt: a first look measures from there), and after each visit the census hands
+// the span from then on back to the ctx (ThreadCtx::census_tail_from_ns_, with the CPU clock
+// and the carry): a thread that ends writes it itself, whether it was passed over in a long
+// wait or ended a few ms after a visit with time carried, so no thread's last stretch off CPU
+// is lost.
 //
 // Sampler thread only. Clocks in nanoseconds.
 #pragma once
@@ -54,6 +59,7 @@ struct CensusSlot {
     uint32_t idle_streak = 0;    // visits in a row that found it blocked on its known stack
     uint32_t passed_over = 0;    // censuses since its last visit that did not visit it
     uint64_t next_visit_ns = 0;  // visited at censuses from then on (0: every census)
+    bool published = false;      // its last visit handed the span from then on to the ctx
 };
 
 struct CensusInput {
@@ -214,6 +220,27 @@ inline uint32_t census_visited(CensusSlot& s, const CensusDecision& d, bool cpu_
     if (shift > kIdleGapMaxShift) shift = kIdleGapMaxShift;
     s.next_visit_ns = shift == 0 ? 0 : now_ns + (census_ns << shift) - census_ns / 2;
     return censuses;
+}
+
+// Before census_step, at a visit that took the thread's span from the ctx (its start
+// `from_ns`, the CPU clock then `from_cpu_ns`): measure from there. A first look measures from
+// the thread's registration instead of guessing one period. After a window's end wrote the
+// span up to `from_ns` (a long wait), the visit's record stands for the censuses since then
+// only.
+inline void census_adopt(CensusSlot& s, uint64_t from_ns, uint64_t from_cpu_ns, bool first, uint64_t now_ns,
+                         uint64_t census_ns) {
+    if (!s.seen) {
+        s.seen = true;
+        s.stack_current = !first;
+    } else if (from_ns == s.last_ns) {
+        return;  // what its own last visit handed back
+    } else {
+        const uint64_t since = now_ns > from_ns ? now_ns - from_ns : 0;
+        const uint64_t censuses = census_ns > 0 ? (since + census_ns / 2) / census_ns : 0;
+        s.passed_over = censuses > 1 ? static_cast<uint32_t>(censuses - 1) : 0;
+    }
+    s.last_ns = from_ns;
+    s.last_cpu_ns = from_cpu_ns;
 }
 
 // The walk census_step asked for (decision d) could not be trusted: its time waits in the

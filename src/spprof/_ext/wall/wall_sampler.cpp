@@ -168,52 +168,62 @@ bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
             quiet = false;  // a blocked thread: the census keeps its period
             continue;
         }
-        // In a long gap, the time since the last visit is the census's to account for, from
-        // where a window's end took it up to (SessionThreads::write_wait_tail) if one did.
-        if (slot.next_visit_ns != 0) {
-            const uint64_t from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
-            if (from == 0) continue;  // a window's end or the ending thread is writing it
-            if (from != slot.last_ns) {
-                slot.last_ns = from;
-                slot.last_cpu_ns = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
-                slot.passed_over = 0;  // in the window's record
-            }
-        }
+        // The thread's span since the census's last visit (since its registration at a first
+        // look, or since a window's end wrote a long wait up to then): the census's to account
+        // for while it holds it. Zero while the thread as it ends, or a window's end, writes it.
+        const uint64_t from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
+        if (from == 0 && slot.published) continue;
+        const uint64_t from_cpu = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
         CensusInput in;
-        if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &in.cpu_ns)) continue;  // gone
+        if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &in.cpu_ns)) {  // gone
+            if (from != 0) ctx->census_tail_from_ns_.store(from, std::memory_order_release);
+            continue;
+        }
         ctx->census_cpu_ns_.store(in.cpu_ns, std::memory_order_relaxed);
         in.now_ns = platform_monotonic_ns();
         in.cpu_at_capture_ns = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
         in.first = ctx->needs_first_sample_.exchange(false, std::memory_order_acq_rel);
         in.cpu_timer = ctx->cpu_timer_armed_.load(std::memory_order_acquire);
+        if (from != 0) census_adopt(slot, from, from_cpu, in.first, census_now, census_ns_);
         const CensusDecision d = census_step(slot, in, params, [&] {
             probes_.fetch_add(1, std::memory_order_relaxed);
             return platform_thread_runnable(ctx->native_tid_) != 0;
         });
         quiet = quiet && census_quiet(slot, d, params);
         uint32_t censuses = census_visited(slot, d, in.cpu_timer, in.now_ns, census_ns_);
-        // After census_cpu_ns_ (the pair a thread that ends reads): where its wait tail begins.
-        ctx->census_tail_from_ns_.store(slot.next_visit_ns != 0 ? in.now_ns : 0, std::memory_order_release);
         if (last && censuses > 1) --censuses;  // stop() is no census: only those it was passed over in
-        if (d.action == CensusAction::kWalk) {
-            const uint32_t flags = d.runnable ? kSampleRunnable : kSampleIdle;
-            if (walk_outside(ctx, in.cpu_ns, in.now_ns, d.weight_ns, flags, censuses)) continue;
-            // A runnable thread that ran during the walk is on the line its CPU timer last
-            // sampled: its wait goes there (depth 0), not to wherever it blocks next.
-            if (d.runnable && write_census_record(ctx, in.now_ns, d.weight_ns, kSampleRunnable, censuses)) continue;
-            census_walk_lost(slot, d);
-            continue;
+        account(ctx, slot, d, in, censuses);
+        // Handed back after the record (one writer of the thread's foreign records at a time),
+        // census_cpu_ns_ and the carry first: the span from now on, for whoever comes next.
+        // A thread without a CPU timer keeps none: the census is what samples all its time.
+        slot.published = in.cpu_timer;
+        if (in.cpu_timer) {
+            ctx->census_carry_ns_.store(slot.carry_ns, std::memory_order_relaxed);
+            ctx->census_long_wait_.store(slot.next_visit_ns != 0, std::memory_order_relaxed);
+            ctx->census_tail_from_ns_.store(in.now_ns, std::memory_order_release);
         }
-        if (d.action == CensusAction::kSignal) {
-            ctx->pending_idle_.store(d.idle, std::memory_order_relaxed);
-            ctx->pending_weight_ns_.fetch_add(d.weight_ns > 0 ? d.weight_ns : 1, std::memory_order_acq_rel);
-            if (platform_signal_thread(ctx->native_tid_, serial)) signals_.fetch_add(1, std::memory_order_relaxed);
-            continue;
-        }
-        if (d.action == CensusAction::kIdleRecord)
-            write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle, censuses);
     }
     return quiet;
+}
+
+void WallSampler::account(ThreadCtx* ctx, CensusSlot& slot, const CensusDecision& d, const CensusInput& in,
+                          uint32_t censuses) {
+    if (d.action == CensusAction::kWalk) {
+        const uint32_t flags = d.runnable ? kSampleRunnable : kSampleIdle;
+        if (walk_outside(ctx, in.cpu_ns, in.now_ns, d.weight_ns, flags, censuses)) return;
+        // A runnable thread that ran during the walk is on the line its CPU timer last
+        // sampled: its wait goes there (depth 0), not to wherever it blocks next.
+        if (d.runnable && write_census_record(ctx, in.now_ns, d.weight_ns, kSampleRunnable, censuses)) return;
+        census_walk_lost(slot, d);
+        return;
+    }
+    if (d.action == CensusAction::kSignal) {
+        ctx->pending_idle_.store(d.idle, std::memory_order_relaxed);
+        ctx->pending_weight_ns_.fetch_add(d.weight_ns > 0 ? d.weight_ns : 1, std::memory_order_acq_rel);
+        if (platform_signal_thread(ctx->native_tid_, ctx->serial_)) signals_.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    if (d.action == CensusAction::kIdleRecord) write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle, censuses);
 }
 
 bool WallSampler::write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags,

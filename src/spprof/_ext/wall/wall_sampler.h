@@ -82,6 +82,9 @@ private:
     // which visits only the threads passed over since their last visit (a long wait's time
     // since then), so that no wait's end is left out of the profile.
     bool tick_threads(uint64_t period_ns, bool last = false);
+    // Sampler thread: what decision d asks for at a visit (a walk, a record or a signal).
+    void account(ThreadCtx* ctx, CensusSlot& slot, const CensusDecision& d, const CensusInput& in,
+                 uint32_t censuses);
     // Sampler thread: reads ctx's Python stack from outside and writes it into its ring as a
     // sample of `weight_ns` flagged `flags`. False when the walk cannot be trusted (the thread
     // ran during it, or has ended) or the record could not be written.
