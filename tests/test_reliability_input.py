@@ -60,6 +60,22 @@ def test_bad_arguments_raise_the_named_exception_and_leave_nothing_behind(kwargs
     _untouched(before)
 
 
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: _ext._python_tick("no", 1.0), TypeError, "_python_tick: handler must be callable"),
+        (lambda: _ext._python_tick(None, 0), ValueError, r"_python_tick: period_s must be in \(0,"),
+        (lambda: _ext._python_tick(None, "1"), TypeError, "real number|float"),
+        (lambda: _ext._drain_timer(print, -1), ValueError, r"_drain_timer: first_s must be in \["),
+        (lambda: _ext._drain_timer(None, 3600), ValueError, "_drain_timer: first_s"),
+        (lambda: _ext._drain_timer(None), TypeError, "_drain_timer expected 2 arguments"),
+    ],
+)
+def test_the_timed_handler_bindings_name_themselves_and_what_is_wrong(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
 def test_infinite_memory_limit_is_a_value_error():
     with pytest.raises(ValueError, match="memory_limit_mb"):
         spprof.start(memory_limit_mb=float("inf"))

@@ -592,21 +592,34 @@ PyObject* py_control_listen(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
+// The arguments of _python_tick and _drain_timer: (handler or None, seconds), seconds within
+// [0, 3600), or (0, 3600) unless zero_ok. False with the exception set.
+bool parse_timed_handler(PyObject* args, const char* name, const char* what, bool zero_ok, PyObject** handler,
+                         uint64_t* ns) {
+    PyObject* given = nullptr;
+    if (!PyArg_UnpackTuple(args, name, 2, 2, handler, &given)) return false;
+    const double seconds = PyFloat_AsDouble(given);
+    if (seconds == -1.0 && PyErr_Occurred()) return false;
+    if (*handler != Py_None && !PyCallable_Check(*handler)) {
+        PyErr_Format(PyExc_TypeError, "%s: handler must be callable or None", name);
+        return false;
+    }
+    if (!((zero_ok ? seconds >= 0 : seconds > 0) && seconds < 3600)) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must be in %s0, 3600)", name, what, zero_ok ? "[" : "(");
+        return false;
+    }
+    if (*handler == Py_None) *handler = nullptr;
+    *ns = static_cast<uint64_t>(seconds * 1e9);
+    return true;
+}
+
 // _python_tick(handler, period_s): handler() is called every period_s seconds with the GIL
 // (python_tick.h; a number it returns is the period from then on); handler None: no more calls.
 PyObject* py_python_tick(PyObject*, PyObject* args) {
     PyObject* handler = nullptr;
-    double period_s = 0;
-    if (!PyArg_ParseTuple(args, "Od:_python_tick", &handler, &period_s)) return nullptr;
-    if (handler != Py_None && !PyCallable_Check(handler)) {
-        PyErr_SetString(PyExc_TypeError, "_python_tick: handler must be callable or None");
-        return nullptr;
-    }
-    if (!(period_s > 0 && period_s < 3600)) {
-        PyErr_SetString(PyExc_ValueError, "_python_tick: period_s must be in (0, 3600)");
-        return nullptr;
-    }
-    python_tick_set(handler == Py_None ? nullptr : handler, static_cast<uint64_t>(period_s * 1e9));
+    uint64_t period_ns = 0;
+    if (!parse_timed_handler(args, "_python_tick", "period_s", false, &handler, &period_ns)) return nullptr;
+    python_tick_set(handler, period_ns);
     Py_RETURN_NONE;
 }
 
@@ -614,17 +627,9 @@ PyObject* py_python_tick(PyObject*, PyObject* args) {
 // from now, then as often as its answers ask (drain_timer.h); handler None: no more calls.
 PyObject* py_drain_timer(PyObject*, PyObject* args) {
     PyObject* handler = nullptr;
-    double first_s = 0;
-    if (!PyArg_ParseTuple(args, "Od:_drain_timer", &handler, &first_s)) return nullptr;
-    if (handler != Py_None && !PyCallable_Check(handler)) {
-        PyErr_SetString(PyExc_TypeError, "_drain_timer: handler must be callable or None");
-        return nullptr;
-    }
-    if (!(first_s >= 0 && first_s < 3600)) {
-        PyErr_SetString(PyExc_ValueError, "_drain_timer: first_s must be in [0, 3600)");
-        return nullptr;
-    }
-    python_drain_timer().set(handler == Py_None ? nullptr : handler, static_cast<uint64_t>(first_s * 1e9));
+    uint64_t first_ns = 0;
+    if (!parse_timed_handler(args, "_drain_timer", "first_s", true, &handler, &first_ns)) return nullptr;
+    python_drain_timer().set(handler, first_ns);
     Py_RETURN_NONE;
 }
 
