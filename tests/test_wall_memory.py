@@ -107,20 +107,27 @@ def test_a_wait_costs_no_memory_however_long_it_lasts() -> None:
 
 
 def test_blocked_threads_weight_is_their_wait() -> None:
-    # Rewinds and folds must not cost a blocked thread any time: its idle weight on the line it
-    # waits on equals the wait it measured itself, within a census period at each end of the
-    # wait (a census puts its period's time on the stack it finds at the period's end). The
-    # periods are 10 ms idle; on a loaded machine the census waits for a CPU and they stretch
-    # (a CI lane: 76 ms worst; beside three busy loops on two cores: up to 96 ms worst, gaps
-    # of 20-120 ms), so the bound is two of the longest gap the census had, at least 50 ms
-    # (150 under ASan, whose censuses of 300 threads are slower: 52 and 89 ms worst in 2 of 6
-    # idle runs).
+    # Rewinds and folds must not cost a blocked thread any time. Each thread waits twice: for
+    # the go (while the others start), then the measured wait. Its idle weight on the two wait
+    # lines together equals its time from before the first to after the second, within a
+    # census period at each end (a census puts its period's time on the stack it finds at the
+    # period's end). The periods are 10 ms idle; on a loaded machine the census waits for a
+    # CPU and they stretch (a CI lane: 76 ms worst; beside three busy loops on two cores: up
+    # to 96 ms worst, gaps of 20-120 ms), so the bound is two of the longest gap the census
+    # had, at least 50 ms (150 under ASan, whose censuses of 300 threads are slower: 52 and
+    # 89 ms worst in 2 of 6 idle runs). Where the first wait ends, the census visits a long
+    # wait only every 2nd to 8th period: up to 80 ms of the go's wait may land on the second
+    # line (docs/architecture.md, "Long waits"; +78 ms in CI), so that line alone is held
+    # only to losing nothing of its measured wait.
     d = _run("wall", 300, 2.0, 256)
     assert len(d["weight"]) == 300
-    worst = max(abs(d["weight"][k] - d["spans"][k]) for k in d["spans"])
     gap = d["after"]["wall_longest_census_gap_ns"]
     floor = 150_000_000 if os.environ.get("SPPROF_TEST_ASAN") else 50_000_000
-    assert worst <= max(floor, 2 * gap + 10_000_000), (worst, gap)
+    bound = max(floor, 2 * gap + 10_000_000)
+    worst = max(abs(d["weight_both"][k] - d["wholes"][k]) for k in d["wholes"])
+    assert worst <= bound, (worst, gap)
+    short = max(d["spans"][k] - d["weight"][k] for k in d["spans"])
+    assert short <= bound, (short, gap)
 
 
 WINDOW_OVER_A_WAIT = """

@@ -31,12 +31,18 @@ def main() -> None:
     ready = threading.Semaphore(0)
     spans: dict[str, tuple[int, int]] = {}
 
+    wholes: dict[str, int] = {}
+
     def blocked() -> None:
+        tr = time.monotonic_ns()
         ready.release()
-        go.wait()
+        go.wait()  # GO_LINE
         t0 = time.monotonic_ns()
         release.wait()  # WAIT_LINE
-        spans[threading.current_thread().name] = (t0, time.monotonic_ns())
+        t1 = time.monotonic_ns()
+        name = threading.current_thread().name
+        spans[name] = (t0, t1)
+        wholes[name] = t1 - tr
 
     opts = sys.argv[6:]
     extra = int(next((o[len("extra=") :] for o in opts if o.startswith("extra=")), 0))
@@ -76,17 +82,24 @@ def main() -> None:
         )
         return
     with open(__file__) as src:
-        marked = [i for i, line in enumerate(src, 1) if line.rstrip().endswith("# WAIT_LINE")]
-    wait_line = marked[0]
+        text = src.read().splitlines()
+    wait_line = next(i for i, line in enumerate(text, 1) if line.rstrip().endswith("# WAIT_LINE"))
+    go_line = next(i for i, line in enumerate(text, 1) if line.rstrip().endswith("# GO_LINE"))
     # Per blocked thread: its idle rows and their weight on the line of the measured wait.
     # weight_any: every sample on that line, idle or not (a thread released from the wait
     # that waits for the GIL, or a CPU, to return from it is still on the line, not idle).
     rows: dict[str, int] = {}
     weight: dict[str, int] = {}
     weight_any: dict[str, int] = {}
+    # Idle weight on either wait: the thread's whole time blocked, whichever line it went to.
+    weight_both: dict[str, int] = {}
     for s in prof.samples:
         at = [f.lineno for f in s.frames if f.function_name == "blocked"]
-        if not s.thread_name.startswith("blocked-") or at != [wait_line]:
+        if not s.thread_name.startswith("blocked-"):
+            continue
+        if s.idle and at in ([wait_line], [go_line]):
+            weight_both[s.thread_name] = weight_both.get(s.thread_name, 0) + s.weight_ns
+        if at != [wait_line]:
             continue
         weight_any[s.thread_name] = weight_any.get(s.thread_name, 0) + s.weight_ns
         if s.idle:
@@ -107,6 +120,8 @@ def main() -> None:
                 "weight": weight,
                 "weight_any": weight_any,
                 "spans": {k: v[1] - v[0] for k, v in spans.items()},
+                "weight_both": weight_both,
+                "wholes": wholes,
             }
         )
     )
