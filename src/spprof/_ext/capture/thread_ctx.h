@@ -30,6 +30,9 @@ constexpr uint64_t kThreadCtxMagic = 0x7370'7072'6f66'5443ull;  // "spprofTC"
 
 enum class ThreadState : uint32_t { kAttached = 1, kDetached = 2 };
 
+// ThreadCtx::census_tail_from_ns_ while the census's visit holds the span (no clock reads 1).
+constexpr uint64_t kCensusTailHeld = 1;
+
 struct ThreadCtx {
     ThreadCtx(uint32_t serial, uint64_t generation, struct _ts* tstate, uint64_t native_tid,
               unsigned long ident, std::unique_ptr<RingBuffer> ring)
@@ -74,6 +77,8 @@ struct ThreadCtx {
     // census at its next visit, the thread as it ends, or a window's end for a long wait
     // (SessionThreads::write_wait_tail, which stores census_cpu_ns_ and then its own time
     // back). census_carry_ns_ and census_long_wait_ are stored before it, read after taking it.
+    // kCensusTailHeld while a census visit holds it: a thread that ends waits for the visit's
+    // hand-back (microseconds; a walk under emulation, milliseconds).
     std::atomic<uint64_t> census_tail_from_ns_{0};
     // Off-CPU time before census_tail_from_ns_ that the census carries and no record holds
     // yet (wall_census.h): the thread that ends writes it with its span.

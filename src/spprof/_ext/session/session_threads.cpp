@@ -2,6 +2,7 @@
 #include "session_threads.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -223,9 +224,25 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
     refresh_cpu(id);
 }
 
+// How long a thread that ends waits for a census visit to hand its span back: a visit takes
+// microseconds; a walk under emulation or a sanitizer, milliseconds.
+constexpr std::chrono::milliseconds kTailWait{100};
+
 void SessionThreads::write_wait_tail(ThreadCtx* ctx, bool ending) {
-    const uint64_t from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
-    if (from == 0) return;  // not in wall mode, or the census or another settler has it
+    uint64_t from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
+    if (from == kCensusTailHeld && ending) {
+        // A census visit holds it and hands it back as the visit ends (its time, stored over
+        // the 0 left here): a thread that ends waits for that, boundedly, so that its last
+        // stretch is not left out. A window's end leaves the span to the census.
+        const auto deadline = std::chrono::steady_clock::now() + kTailWait;
+        while (from == kCensusTailHeld && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+            if (ctx->census_tail_from_ns_.load(std::memory_order_acquire) != 0)
+                from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
+        }
+        if (from == kCensusTailHeld) capture_count_sampled(false);  // not handed back in time: dropped
+    }
+    if (from == 0 || from == kCensusTailHeld) return;  // not in wall mode, or someone else has it
     // A window's end writes only long waits (the census visits the others within a period);
     // a thread that blocks the sampling signal has no time off its timer to write.
     if ((!ending && !ctx->census_long_wait_.load(std::memory_order_relaxed)) ||

@@ -171,7 +171,19 @@ bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
         // The thread's span since the census's last visit (since its registration at a first
         // look, or since a window's end wrote a long wait up to then): the census's to account
         // for while it holds it. Zero while the thread as it ends, or a window's end, writes it.
-        const uint64_t from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
+        // While the census holds it the ctx says so (kCensusTailHeld): a thread that ends then
+        // waits for the visit to hand it back rather than leave its span out. A thread without
+        // a CPU timer keeps no span (the census samples all its time): taken, not held.
+        const bool cpu_timer = ctx->cpu_timer_armed_.load(std::memory_order_acquire);
+        uint64_t from = 0;
+        if (!cpu_timer) {
+            from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
+        } else {
+            from = ctx->census_tail_from_ns_.load(std::memory_order_acquire);
+            if (from != 0 && !ctx->census_tail_from_ns_.compare_exchange_strong(from, kCensusTailHeld,
+                                                                                std::memory_order_acq_rel))
+                from = 0;  // the thread as it ends, or a window's end, took it meanwhile
+        }
         if (from == 0 && slot.published) continue;
         const uint64_t from_cpu = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
         CensusInput in;
@@ -183,7 +195,7 @@ bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
         in.now_ns = platform_monotonic_ns();
         in.cpu_at_capture_ns = ctx->last_cpu_ns_.load(std::memory_order_relaxed);
         in.first = ctx->needs_first_sample_.exchange(false, std::memory_order_acq_rel);
-        in.cpu_timer = ctx->cpu_timer_armed_.load(std::memory_order_acquire);
+        in.cpu_timer = cpu_timer;
         if (from != 0) census_adopt(slot, from, from_cpu, in.first, census_now, census_ns_);
         const CensusDecision d = census_step(slot, in, params, [&] {
             probes_.fetch_add(1, std::memory_order_relaxed);
@@ -195,7 +207,6 @@ bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
         account(ctx, slot, d, in, censuses);
         // Handed back after the record (one writer of the thread's foreign records at a time),
         // census_cpu_ns_ and the carry first: the span from now on, for whoever comes next.
-        // A thread without a CPU timer keeps none: the census is what samples all its time.
         slot.published = in.cpu_timer;
         if (in.cpu_timer) {
             ctx->census_carry_ns_.store(slot.carry_ns, std::memory_order_relaxed);
@@ -223,7 +234,10 @@ void WallSampler::account(ThreadCtx* ctx, CensusSlot& slot, const CensusDecision
         if (platform_signal_thread(ctx->native_tid_, ctx->serial_)) signals_.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    if (d.action == CensusAction::kIdleRecord) write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle, censuses);
+    // Not written (the thread's own capture holds its ring, or the ring is full): the time
+    // waits in the carry for the next visit, or for the thread as it ends, like a lost walk.
+    if (d.action == CensusAction::kIdleRecord && !write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle, censuses))
+        census_walk_lost(slot, d);
 }
 
 bool WallSampler::write_census_record(ThreadCtx* ctx, uint64_t now_ns, uint64_t weight_ns, uint32_t flags,
