@@ -308,6 +308,13 @@ void wait_for_fork_hooks_to_leave() {
     }
 }
 
+// _settle_caller(): the first thing spprof's stop path does (session.h, settle_caller).
+PyObject* py_settle_caller(PyObject* module, PyObject*) {
+    ModuleState* st = state_of(module);
+    if (st->session != nullptr) st->session->settle_caller();
+    Py_RETURN_NONE;
+}
+
 PyObject* py_stop(PyObject* module, PyObject*) {
     ModuleState* st = state_of(module);
     if (st->session == nullptr) return raise(Error::runtime("profiler is not running"));
@@ -933,6 +940,8 @@ PyMethodDef kMethods[] = {
     {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_start)), METH_VARARGS | METH_KEYWORDS,
      "start(interval_ns, timer='auto', memory_limit_bytes=0, ring_bytes=262144, drain_interval_ms=50)"},
     {"stop", py_stop, METH_NOARGS, "stop() -> dict: the raw profile"},
+    {"_settle_caller", py_settle_caller, METH_NOARGS,
+     "_settle_caller(): wall mode: the caller's time off CPU since the last census, on its last stack"},
     {"is_active", py_is_active, METH_NOARGS, "is_active() -> bool"},
     {"stats", py_stats, METH_NOARGS, "stats() -> dict"},
     {"register_current_thread", py_register_current_thread, METH_VARARGS,

@@ -127,7 +127,7 @@ Error Session::start(bool threads_after_fork) {
 
 Error Session::stop() {
     if (!running_) return Error::runtime("session is not running");
-    if (wall_) threads_.settle_caller();
+    settle_caller();  // a no-op if the Python side did it first
     // Whatever lets the GIL go from here (the drain thread's join, a collection during the
     // last scan) may let another thread fork: its after-fork hook must not start the threads
     // this stop is ending (restart_threads_after_fork).

@@ -83,6 +83,12 @@ public:
     void settle_waits() {
         if (running_) threads_.settle_waits();
     }
+    // GIL held, on the thread that is about to stop the session (stop() calls it too): in
+    // wall mode its time off CPU since the census's last visit, on the stack it waited on,
+    // before spprof's own stopping code can be sampled and become its last stack.
+    void settle_caller() {
+        if (running_ && wall_) threads_.settle_caller();
+    }
     // In a forked child: forget everything without touching locks or Python objects.
     void abandon_after_fork();
     // GIL held (released while joining). Around os.fork, in the parent (os.register_at_fork's
