@@ -74,6 +74,9 @@ def switch_ns(traced: bool) -> float:
 
     if traced:
         spprof.start(mode="wall", greenlets=True)
+        # What the traced figure is for: every switch calls spprof's trace function.
+        if greenlet.gettrace() is None:
+            raise SystemExit("greenlets=True installed no greenlet trace function")
 
     def pong() -> None:
         parent = greenlet.getcurrent().parent
