@@ -4,6 +4,7 @@
 #include <new>
 
 #include "../capture/code_facts.h"
+#include "../capture/pyframes/thread_state.h"
 
 namespace spprof {
 
@@ -22,11 +23,7 @@ namespace {
 
 // The calling thread's interpreter, or null (no thread state: finalisation paths).
 PyInterpreterState* current_interpreter() {
-#if PY_VERSION_HEX >= 0x030D0000
-    PyThreadState* ts = PyThreadState_GetUnchecked();
-#else
-    PyThreadState* ts = _PyThreadState_UncheckedGet();
-#endif
+    PyThreadState* ts = tstate_current_or_null();
     return ts != nullptr ? ts->interp : nullptr;
 }
 

@@ -300,11 +300,7 @@ void SessionThreads::settle_waits() {
 }
 
 void SessionThreads::settle_caller() {
-#if PY_VERSION_HEX >= 0x030D0000
-    PyThreadState* ts = PyThreadState_GetUnchecked();
-#else
-    PyThreadState* ts = _PyThreadState_UncheckedGet();
-#endif
+    PyThreadState* ts = tstate_current_or_null();
     auto it = ts != nullptr ? live_by_tstate_.find(ts) : live_by_tstate_.end();
     if (it == live_by_tstate_.end()) return;
     if (ThreadCtx* ctx = table_.at(it->second))

@@ -15,6 +15,16 @@
 
 namespace spprof {
 
+// The calling thread's state, or null (finalisation paths, a thread Python never saw),
+// without the fatal error PyThreadState_Get raises there.
+inline PyThreadState* tstate_current_or_null() {
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyThreadState_GetUnchecked();
+#else
+    return _PyThreadState_UncheckedGet();
+#endif
+}
+
 // The kernel tid of the thread `ts` belongs to, 0 when not known yet (the thread has not
 // written it: try again at the next scan). 3.11+ keep it in the state; before, it is looked
 // up from the pthread ident.
