@@ -338,8 +338,10 @@ def _tidy(profile: Profile) -> Profile:
 def _stop_and_write() -> Profile:
     global _active, _family_child
     # Before any of spprof's stopping code can be sampled: the caller's wait up to now goes
-    # to the stack it waited on, not to this code's (whose samples are dropped).
-    _ext._settle_caller()
+    # to the stack it waited on, not to this code's (whose samples are dropped). Only when
+    # this stop will stop the session: the caller's span is not handed back.
+    if _active is not None and _ext.is_active():
+        _ext._settle_caller()
     # The control channel first: the drain thread serves it, and is joined below.
     control_stats = _control.close_channel()
     # The endpoint next: a request in a window gets the window up to now, then its threads
