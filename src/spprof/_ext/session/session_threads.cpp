@@ -310,11 +310,14 @@ void SessionThreads::settle_caller() {
 void SessionThreads::finish_all() {
     // A thread alive at stop() owes what a thread that ends owes: the expiries of its last
     // stretch no tick examined (a main thread that runs in short bursts between waits can owe
-    // several), and those that fired after captures were disabled.
+    // several), and those that fired after captures were disabled. In wall mode, its time off
+    // CPU since the census's last visit too (stop()'s last census visits only the long waits
+    // it passed over; the census is joined, so nobody holds a span now).
     for (uint32_t slot = 0; slot < table_.slot_count(); ++slot) {
         ThreadCtx* ctx = table_.at(slot);
         if (ctx == nullptr || slot >= slot_record_.size() || slot_record_[slot] == kNoRecord) continue;
         const TimerResidual owed = platform_thread_finish(ctx);
+        if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached) write_wait_tail(ctx, true);
         settle_end(ctx, owed.expiries, owed.weight_ns);
     }
 }

@@ -110,7 +110,8 @@ public:
     // retires it.
     void thread_exiting(PyThreadState* ts, uint64_t tid);
     // stop(), GIL held, captures disabled, threads still attached: every live thread's timer
-    // deleted, what it owed (platform_thread_finish) written as a thread-end sample.
+    // deleted, what it owed (platform_thread_finish) written as a thread-end sample; in wall
+    // mode its time off CPU since the census's last visit as well (write_wait_tail).
     void finish_all();
     // GIL held. CPU times of the live threads from their clocks.
     void refresh_cpu_all();
