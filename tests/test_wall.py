@@ -251,7 +251,9 @@ def test_threads_alive_at_stop_keep_their_time_off_cpu_up_to_stop():
         names = [f"napper-{i}" for i in range(8)]
         with spprof.Profiler(interval_ms=10, mode="wall") as p:
             threads = [threading.Thread(target=napper, name=name) for name in names]
+            before_start = {}
             for t in threads:
+                before_start[t.name] = time.monotonic()
                 t.start()
             time.sleep(0.3 + phase)
             stop_at = time.monotonic()
@@ -263,11 +265,11 @@ def test_threads_alive_at_stop_keep_their_time_off_cpu_up_to_stop():
         for s in p.get_samples():
             if s.thread_name in idle and s.idle:
                 idle[s.thread_name] += s.weight_ns / 1e9
-        # Off CPU from its start to stop(): at least its time then less all the CPU it ever
-        # used; at most its time to stop()'s end.
+        # Off CPU from its start to stop(): at least its time from its target's start less all
+        # the CPU it ever used; at most its time from t.start() to stop()'s end.
         short = {n: round(stop_at - started[n] - cpu[n] - idle[n], 4) for n in names}
         assert all(d <= 0.001 for d in short.values()), (phase, short)
-        over = {n: round(idle[n] - (stopped - started[n]), 4) for n in names}
+        over = {n: round(idle[n] - (stopped - before_start[n]), 4) for n in names}
         assert all(d <= 0.001 for d in over.values()), (phase, over)
 
 
