@@ -175,6 +175,17 @@ def test_pass_cost_benchmark_reports_every_cell(capsys):
     assert all(float(c[2]) > 0 and float(c[3]) > 0 and float(c[4]) > 0 for c in cells), cells
 
 
+def test_pass_cost_benchmark_with_churn_starts_threads(capsys):
+    """--churn: the measured span starts and joins threads, and passes still come."""
+    from benchmarks import pass_cost
+
+    assert pass_cost.main(["--smoke", "--churn", "--modes", "cpu"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows]
+    assert [(c[0], c[1]) for c in cells] == [("cpu", "1"), ("cpu", "50")]
+    assert all(float(c[5]) > 0 and float(c[6]) > 100 for c in cells), cells
+
+
 def test_fork_cost_benchmark_runs(capsys):
     """benchmarks/fork_cost.py at a tiny size: a row per configuration."""
     from benchmarks import fork_cost

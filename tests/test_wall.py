@@ -236,21 +236,23 @@ def test_threads_alive_at_stop_keep_their_time_off_cpu_up_to_stop():
     # visit, the same 0-10 ms for every thread of a session (by the stop's phase against the
     # census): three sessions at three phases, each loss under 1 ms one time in ten. Each
     # thread alive at stop now writes that stretch, as a thread that ends does.
+    def napper(release: threading.Event, started: dict, cpu: dict) -> None:
+        me = threading.current_thread().name
+        started[me] = time.monotonic()
+        while not release.is_set():
+            time.sleep(0.003)
+        cpu[me] = time.thread_time()
+
     for phase in (0.0, 0.0033, 0.0067):
         release = threading.Event()
         started: dict = {}
         cpu: dict = {}
-
-        def napper() -> None:
-            me = threading.current_thread().name
-            started[me] = time.monotonic()
-            while not release.is_set():
-                time.sleep(0.003)
-            cpu[me] = time.thread_time()
-
         names = [f"napper-{i}" for i in range(8)]
         with spprof.Profiler(interval_ms=10, mode="wall") as p:
-            threads = [threading.Thread(target=napper, name=name) for name in names]
+            threads = [
+                threading.Thread(target=napper, args=(release, started, cpu), name=name)
+                for name in names
+            ]
             before_start = {}
             for t in threads:
                 before_start[t.name] = time.monotonic()

@@ -86,20 +86,19 @@ bool SessionThreads::scan_os_threads(bool prelisted) {
     }
     for (uint32_t slot : gone) retire(slot);
     // Threads with a Python state are the thread-state scan's (scan()); the rest are new here.
-    // Their tids sorted, made again only when that set changed: walking the hash map's nodes
-    // every pass took most of this function's time with 5,000 threads.
-    if (python_tids_stale_) {
-        python_tids_.clear();
-        python_tids_.reserve(python_by_tid_.size());
-        for (const auto& kv : python_by_tid_) python_tids_.push_back(kv.first);
-        std::sort(python_tids_.begin(), python_tids_.end());
-        python_tids_stale_ = false;
-    }
+    // Their tids sorted, brought up to date with the tids added and removed since the last
+    // pass (sorted_tids.h): walking the hash map's nodes every pass took most of this
+    // function's time with 5,000 threads, and a program that starts threads changes the set
+    // between every two passes.
+    python_tids_.sync([this](uint64_t tid) { return python_by_tid_.count(tid) != 0; },
+                      [this](auto&& add) {
+                          for (const auto& kv : python_by_tid_) add(kv.first);
+                      });
     deferred_next_.clear();
     masked_once_next_.clear();
     const int signo = platform_sampling_signal();
     for (const OsThread& t : os_found_) {
-        if (std::binary_search(python_tids_.begin(), python_tids_.end(), t.tid) || live_by_tid_.count(t.tid) != 0 ||
+        if (python_tids_.has(t.tid) || live_by_tid_.count(t.tid) != 0 ||
             ended_tids_.count(t.tid) != 0 || own_thread(t.tid))
             continue;
         if (pending_states_ > 0 && deferred_.count(t.tid) == 0) {
@@ -175,7 +174,7 @@ bool SessionThreads::continue_as_native(uint32_t slot) {
     const uint64_t timer_cpu = old->timer_cpu_ns_.load(std::memory_order_relaxed);
     live_by_tstate_.erase(rec.tstate);
     python_by_tid_.erase(rec.native_tid);
-    python_tids_stale_ = true;
+    python_tids_.touched(rec.native_tid);
     table_.retire(old);
     slot_record_[slot] = kNoRecord;
     // Its pthread_t is still its own: the same thread, alive.

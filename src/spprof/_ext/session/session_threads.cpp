@@ -136,7 +136,7 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
     if (ts != nullptr) {
         live_by_tstate_[ts] = slot;
         python_by_tid_[tid] = slot;
-        python_tids_stale_ = true;
+        python_tids_.touched(tid);
         refused_.erase(ts);
     } else {
         live_by_tid_[tid] = slot;
@@ -511,7 +511,7 @@ void SessionThreads::retire(uint32_t slot) {
         auto p = python_by_tid_.find(rec.native_tid);
         if (p != python_by_tid_.end() && p->second == slot) {
             python_by_tid_.erase(p);
-            python_tids_stale_ = true;
+            python_tids_.touched(rec.native_tid);
         }
     }
     table_.retire(ctx);  // freed once no capture can hold it (ThreadTable::collect)
@@ -625,7 +625,7 @@ size_t SessionThreads::memory_bytes() const {
            (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
            ring_pool_.capacity() * sizeof(ring_pool_[0]) +
            (live_by_tstate_.size() + live_by_tid_.size() + python_by_tid_.size() + refused_.size()) * 4 * sizeof(void*) +  // a node and a bucket each
-           os_found_.capacity() * sizeof(OsThread) + prelisted_bytes_ + name_index_.memory_bytes() + python_tids_.capacity() * sizeof(uint64_t) + (ended_tids_.size() + deferred_.size() + deferred_next_.size() + masked_once_.size() + masked_once_next_.size()) * 4 * sizeof(void*);
+           os_found_.capacity() * sizeof(OsThread) + prelisted_bytes_ + name_index_.memory_bytes() + python_tids_.memory_bytes() + (ended_tids_.size() + deferred_.size() + deferred_next_.size() + masked_once_.size() + masked_once_next_.size()) * 4 * sizeof(void*);
 }
 
 size_t SessionThreads::ring_touched_bytes() const {

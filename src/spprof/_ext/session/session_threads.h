@@ -29,6 +29,7 @@
 #include "../capture/sample_record.h"
 #include "session_config.h"
 #include "../capture/thread_table.h"
+#include "sorted_tids.h"
 #include "thread_names.h"  // IdentIndex
 
 namespace spprof {
@@ -213,8 +214,7 @@ private:
     std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
     std::unordered_map<uint64_t, uint32_t> live_by_tid_;  // native-only threads: tid -> slot
     std::unordered_map<uint64_t, uint32_t> python_by_tid_;  // threads with a state: tid -> slot
-    std::vector<uint64_t> python_tids_;  // python_by_tid_'s keys, sorted (scan_os_threads)
-    bool python_tids_stale_ = true;      // python_by_tid_ changed since python_tids_ was made
+    SortedTids python_tids_;  // python_by_tid_'s keys, sorted (scan_os_threads); told of each change
     std::vector<OsThread> os_found_;     // OS scan scratch, reused
     std::vector<OsThread> prelisted_;    // the drain thread's, taken without the GIL
     bool prelisted_ok_ = false;          // platform_os_threads' answer for prelisted_
