@@ -113,6 +113,54 @@ def test_every_kind_of_thread_is_sampled_with_its_name_and_cpu_time():
     assert spprof.stats()["threads_found_by_scan"] >= 1  # the C thread
 
 
+class _Napper(threading.Thread):
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+
+    def run(self) -> None:
+        if self.mode == "wall":
+            time.sleep(0.005)
+        else:
+            w.spin(0.003)
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+@pytest.mark.parametrize("kind", ["run_overridden", "builtin_target"])
+def test_a_short_threads_last_stretch_goes_to_its_run_not_to_threadings_bootstrap(mode, kind):
+    # A thread shorter than an interval is mostly its last stretch: the CPU its timer owed at
+    # its end (cpu) or its time off CPU since its start (wall), on its last stack, which for
+    # such a thread is the entry stack recorded as it started. That stack ended in threading's
+    # _bootstrap when the thread's run() was overridden or its target had no code (a builtin):
+    # half of such threads' time in wall mode, most of it in cpu mode, went to _bootstrap.
+    # The entry is now run()'s code, or Thread.run's, whose frame runs the builtin.
+    def make() -> threading.Thread:
+        if kind == "run_overridden":
+            return _Napper(mode)
+        if mode == "wall":
+            return threading.Thread(target=time.sleep, args=(0.005,))
+        return threading.Thread(target=sum, args=(range(150_000),))
+
+    with spprof.Profiler(interval_ms=10, mode=mode) as p:
+        for _ in range(300):
+            t = make()
+            t.start()
+            t.join()
+    by_leaf: dict = {}
+    for s in p.get_samples():
+        if s.thread_name != "MainThread" and s.frames:
+            leaf = s.frames[-1]
+            by_leaf[leaf.function_name] = by_leaf.get(leaf.function_name, 0) + s.weight_ns
+    total = sum(by_leaf.values())
+    assert total > 0, by_leaf
+    # Where they ran: run() (its own, or Thread.run calling the builtin); the spin's own
+    # frames in cpu mode. threading's start-up and clean-up draw a sample now and then (1-2
+    # of some 90 in cpu mode).
+    theirs = sum(v for f, v in by_leaf.items() if f in ("run", "spin", "spin_inner"))
+    assert theirs >= 0.85 * total, by_leaf
+    assert by_leaf.get("_bootstrap", 0) <= 0.1 * total, by_leaf
+
+
 def test_sleeping_thread_gets_no_cpu_samples():
     sleeper = threading.Thread(target=time.sleep, args=(1.0,), name="sleeper")
     with spprof.Profiler(interval_ms=5) as p:

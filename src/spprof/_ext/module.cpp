@@ -425,7 +425,11 @@ PyObject* registrar_call(PyObject* self, PyObject* thread) {
         own_thread_enter();
         Py_RETURN_NONE;
     }
-    // The entry: its target's code, unless run() is overridden (run's own frame is the entry).
+    // The entry: the code the thread's first Python frame above threading's will run. Its
+    // target's; run()'s own when run() is overridden; Thread.run's when the target has no code
+    // (a builtin such as time.sleep: run's frame is the one its samples find). Without it, a
+    // short thread's last stretch (its thread-end and tail records) went to threading's
+    // _bootstrap: half the time of short Thread subclasses and builtin targets (wall mode).
     PyObject* entry = nullptr;
     PyObject* run = attr_or_null(reinterpret_cast<PyObject*>(Py_TYPE(thread)), s_run);
     if (run == thread_run) {
@@ -433,6 +437,7 @@ PyObject* registrar_call(PyObject* self, PyObject* thread) {
         if (target != nullptr && target != Py_None) entry = attr_or_null(target, s_code);
         Py_XDECREF(target);
     }
+    if (entry == nullptr && run != nullptr) entry = attr_or_null(run, s_code);
     Py_XDECREF(run);
     // Thread.name is a property returning _name: read that, without a Python call.
     PyObject* name = attr_or_null(thread, s_name);
