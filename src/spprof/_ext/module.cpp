@@ -404,6 +404,9 @@ PyObject* attr_or_null(PyObject* obj, PyObject* attr) {
     return v;
 }
 
+// functools.partial itself (C), not a subclass: its `func` is a plain attribute.
+bool is_partial(PyObject* obj) { return std::strcmp(Py_TYPE(obj)->tp_name, "functools.partial") == 0; }
+
 // The registrar thread_start_hook calls with each new threading.Thread, on the thread, before
 // threading's own _bootstrap_inner (so before its target, and before threading set its ident
 // or put it in _active: nothing here may make a _DummyThread). `self` is the tuple (module,
@@ -426,14 +429,22 @@ PyObject* registrar_call(PyObject* self, PyObject* thread) {
         Py_RETURN_NONE;
     }
     // The entry: the code the thread's first Python frame above threading's will run. Its
-    // target's; run()'s own when run() is overridden; Thread.run's when the target has no code
-    // (a builtin such as time.sleep: run's frame is the one its samples find). Without it, a
-    // short thread's last stretch (its thread-end and tail records) went to threading's
-    // _bootstrap: half the time of short Thread subclasses and builtin targets (wall mode).
+    // target's (a functools.partial's function's); run()'s own when run() is overridden;
+    // Thread.run's when the target has no code (a builtin such as time.sleep: run's frame is
+    // the one its samples find). Without it, a short thread's last stretch (its thread-end
+    // and tail records) went to threading's _bootstrap: half the time of short Thread
+    // subclasses and builtin targets (wall mode).
     PyObject* entry = nullptr;
     PyObject* run = attr_or_null(reinterpret_cast<PyObject*>(Py_TYPE(thread)), s_run);
     if (run == thread_run) {
         PyObject* target = attr_or_null(thread, s_target);
+        // partial(partial(f, a), b): no frame of its own, f's is the one that runs.
+        for (int unwrap = 0; unwrap < 4 && target != nullptr && is_partial(target); ++unwrap) {
+            PyObject* func = PyObject_GetAttrString(target, "func");
+            if (func == nullptr) PyErr_Clear();
+            Py_DECREF(target);
+            target = func;
+        }
         if (target != nullptr && target != Py_None) entry = attr_or_null(target, s_code);
         Py_XDECREF(target);
     }
