@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -591,6 +592,30 @@ def test_summary_never_cuts_file_and_line_and_hides_threading_startup(tmp_path):
     total_table = r.stderr.split("Top functions by total time")[1]
     for startup in ("_bootstrap", "Thread.run", " run ("):
         assert startup not in total_table, total_table
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_summary_counts_one_thread_in_the_singular(n):
+    # "(1 threads ended without a sample", "(1 thread-end samples": a program with one short
+    # worker thread read that way.
+    from spprof.output import report
+
+    with spprof.Profiler(interval_ms=10) as p:
+        w_spin(0.05)
+    p.profile.stats.update(threads_unsampled=n, threads_unsampled_cpu_ns=1, thread_end_samples=n)
+    text = report.summary(p.profile)
+    if n == 1:
+        assert "(1 thread ended without a sample," in text, text
+        assert "(1 thread-end sample," in text, text
+    else:
+        assert "(2 threads ended without a sample," in text, text
+        assert "(2 thread-end samples," in text, text
+
+
+def w_spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
 
 
 def test_summary_idle_column_in_wall_mode_without_idle(tmp_path):

@@ -62,6 +62,11 @@ def _seconds(ns: int) -> str:
     return f"{ns / 1e9:.2f}s"
 
 
+def _count(n: int, noun: str) -> str:
+    """'1 thread', '2 threads' (the noun's last word takes the s)."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def effective_rate(profile: ProfileData) -> Optional[float]:
     """Samples per second of thread CPU time the timers delivered (None: not measurable).
 
@@ -195,7 +200,8 @@ def summary(
     rest = ranked_threads[THREAD_ROWS:]
     if rest:
         lines.append(
-            f"  ... and {len(rest):,} more threads, {_seconds(sum(t.weight_ns for t in rest))} "
+            f"  ... and {_count(len(rest), 'more thread')}, "
+            f"{_seconds(sum(t.weight_ns for t in rest))} "
             f"sampled, {_seconds(sum(t.cpu_ns for t in rest))} CPU"
         )
     unsampled = profile.stats.get("threads_unsampled", 0)
@@ -209,13 +215,13 @@ def summary(
             held = _seconds(cpu - missing)
             why = f"; {held} of it in other threads' weights (random timer phase)"
         lines.append(
-            f"  ({unsampled:,} threads ended without a sample, {_seconds(cpu)} CPU: "
+            f"  ({_count(unsampled, 'thread')} ended without a sample, {_seconds(cpu)} CPU: "
             f"not listed{why})"
         )
     thread_end = profile.stats.get("thread_end_samples", 0)
     if thread_end:
         lines.append(
-            f"  ({thread_end:,} thread-end samples, "
+            f"  ({_count(thread_end, 'thread-end sample')}, "
             f"{_seconds(profile.stats.get('thread_end_ns', 0))} CPU: used after a thread's last "
             "sample, on its last stack)"
         )
