@@ -59,8 +59,10 @@ def child(mode: str, alive: int, seconds: float, churn: bool = False) -> dict:
         t.start()
     time.sleep(1.0)  # every thread registered and found by a pass or two
     s0, p0, w0 = _ext.stats(), time.process_time(), time.monotonic()
-    starts = _churn(seconds) if churn else 0
-    if not churn:
+    starts = 0
+    if churn:
+        starts = _churn(seconds)
+    else:
         time.sleep(seconds)
     s1, p1, w1 = _ext.stats(), time.process_time(), time.monotonic()
     release.set()

@@ -8,12 +8,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import spprof
+import workloads as w
 from conftest import SCRIPTS, on_one_version, run_python
 
 TARGET = str(SCRIPTS / "cli_target.py")
@@ -601,7 +601,7 @@ def test_summary_counts_one_thread_in_the_singular(n):
     from spprof.output import report
 
     with spprof.Profiler(interval_ms=10) as p:
-        w_spin(0.05)
+        w.spin(0.05)
     p.profile.stats.update(threads_unsampled=n, threads_unsampled_cpu_ns=1, thread_end_samples=n)
     text = report.summary(p.profile)
     if n == 1:
@@ -610,12 +610,6 @@ def test_summary_counts_one_thread_in_the_singular(n):
     else:
         assert "(2 threads ended without a sample," in text, text
         assert "(2 thread-end samples," in text, text
-
-
-def w_spin(seconds: float) -> None:
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
 
 
 def test_summary_idle_column_in_wall_mode_without_idle(tmp_path):
