@@ -110,6 +110,11 @@ struct ThreadCtx {
     // Linux: a per-thread CPU timer samples this thread (set by platform_thread_attach, cleared
     // by detach). Wall mode's census relies on it for the thread's CPU time.
     std::atomic<bool> cpu_timer_armed_{false};
+    // Wall mode: whether the thread has a CPU timer is settled (platform_thread_attach has
+    // returned) and its first stack asked for. The table publishes a ctx before that; a census
+    // visit in between took it for a thread without a timer and kept its span, and a short
+    // thread then ended with nothing to write (a 3 ms nap lost whole). Set by the session.
+    std::atomic<bool> timer_settled_{false};
     // The thread CPU time its timer's expiries are counted from (platform_thread_attach): its
     // clock at registration, or 0 for a thread the threading hook registered (it was born in
     // the session, so its start-up CPU is the session's too). Set before attach.

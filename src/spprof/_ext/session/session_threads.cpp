@@ -153,6 +153,7 @@ ThreadCtx* SessionThreads::register_thread(PyThreadState* ts, unsigned long iden
             record_initial_stack(raw, ts);  // not running Python while we hold the GIL
         }
     }
+    raw->timer_settled_.store(true, std::memory_order_release);  // the census may visit it now
     log_debug("thread registered: slot %u record %u ident %lu tid %llu%s", slot, id, ident,
               static_cast<unsigned long long>(tid), e.ok() ? "" : " (not armed)");
     return raw;

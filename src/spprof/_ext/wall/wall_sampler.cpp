@@ -158,6 +158,8 @@ bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
         // samples it while it runs. One that blocks the sampling signal is left alone: its
         // time off the timer is not idle time.
         if (ctx->native_only() || ctx->signal_blocked_.load(std::memory_order_acquire)) continue;
+        // Registered, its timer not armed yet: visited once that is settled (ThreadCtx).
+        if (!ctx->timer_settled_.load(std::memory_order_acquire)) continue;
         if (slots_[serial].generation != ctx->generation_) {  // a new thread in a reused slot
             slots_[serial] = CensusSlot{};
             slots_[serial].generation = ctx->generation_;
