@@ -7,6 +7,7 @@ import ctypes.util
 import functools
 import hashlib
 import json
+import os
 import sys
 import threading
 import time
@@ -169,7 +170,11 @@ def test_a_short_threads_last_stretch_goes_to_its_run_not_to_threadings_bootstra
     )
     theirs = sum(v for f, v in by_leaf.items() if f in (*mine, "spin", "spin_inner"))
     assert theirs >= 0.85 * total, by_leaf
-    assert by_leaf.get("_bootstrap", 0) <= 0.1 * total, by_leaf
+    # _bootstrap rightly keeps the CPU of threading's start-up, which ran before the thread's
+    # timer was armed (written on the stack it had then). Under AddressSanitizer a thread's
+    # start costs more: 5-9 % of the weight, 10.6 % once in CI. Before the change: 45-70 %.
+    start_up = 0.2 if os.environ.get("SPPROF_TEST_ASAN") else 0.1
+    assert by_leaf.get("_bootstrap", 0) <= start_up * total, by_leaf
 
 
 def test_sleeping_thread_gets_no_cpu_samples():

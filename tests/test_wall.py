@@ -160,8 +160,10 @@ def test_a_short_thread_has_all_its_time_off_cpu_from_its_start_to_its_end():
     assert total <= 1.05 * measured + 0.005, (total, measured)
 
 
-def long_nap(seconds: float) -> None:
+def long_nap(seconds: float) -> float:
+    t0 = time.monotonic()
     time.sleep(seconds)  # LONG_NAP
+    return time.monotonic() - t0
 
 
 @pytest.mark.parametrize("stopping_sampled", [False, True])
@@ -185,12 +187,14 @@ def test_a_wait_that_ends_just_before_stop_keeps_its_time_to_the_end(monkeypatch
     line = w.line_of(long_nap, "LONG_NAP")
     for seconds in (0.5, 0.53, 0.57):  # three phases against the census's 80 ms
         with spprof.Profiler(interval_ms=10, mode="wall") as p:
-            long_nap(seconds)
-        leaves = [(s, s.frames[-1]) for s in p.get_samples() if s.idle and s.frames]
+            napped = long_nap(seconds)
+        # Off CPU: blocked, or woken and waiting for a CPU (a loaded CI machine overslept a
+        # 0.5 s nap by 13 ms): both are the nap's.
+        leaves = [(s, s.frames[-1]) for s in p.get_samples() if not s.on_cpu and s.frames]
         on_nap = sum(
             s.weight_ns for s, f in leaves if (f.function_name, f.lineno) == ("long_nap", line)
         )
-        assert abs(on_nap / 1e9 - seconds) <= 0.012, (on_nap / 1e9, seconds)
+        assert abs(on_nap / 1e9 - napped) <= 0.012, (on_nap / 1e9, napped)
 
 
 def test_a_long_wait_that_ends_soon_after_a_window_keeps_its_time_to_the_end():
@@ -637,7 +641,7 @@ lines = {}
 for s in p.get_samples():
     leaf = s.frames[-1]
     if leaf.function_name == "spin_then_sleep":
-        key = (leaf.lineno, "idle" if s.idle else "cpu")
+        key = (leaf.lineno, "idle" if s.idle else "runnable" if s.runnable else "cpu")
         lines[str(key)] = lines.get(str(key), 0) + s.weight_ns
 print(json.dumps({"busy_cpu": busy[0], "busy_wall": busy[1], "slept": slept, "alive": alive,
                   "duration": p.profile.duration_ns / 1e9, "lines": lines,
@@ -659,8 +663,9 @@ def test_census_stretches_while_the_only_thread_runs_and_loses_no_time():
     spin_lines = [i for i, t in enumerate(src, 1) if "SPIN_LINE" in t]  # line 1 is ""
     sleep_line = next(i for i, t in enumerate(src, 1) if "SLEEP_LINE" in t)
     lines = {eval(k): v / 1e9 for k, v in out["lines"].items()}
-    on_spin = sum(lines.get((n, "cpu"), 0.0) for n in spin_lines)
-    on_sleep = lines.get((sleep_line, "idle"), 0.0)
+    on_spin = sum(lines.get((n, k), 0.0) for n in spin_lines for k in ("cpu", "runnable"))
+    # Off CPU on the sleep line: blocked, or at its edges waiting for a CPU (a loaded machine).
+    on_sleep = lines.get((sleep_line, "idle"), 0.0) + lines.get((sleep_line, "runnable"), 0.0)
     # Every base period (10 ms) of the session is a census, one passed over while quiet, or
     # one missed under load: the stretch keeps the schedule's phase and counts what it skips.
     periods = out["duration"] / 0.01
@@ -668,7 +673,7 @@ def test_census_stretches_while_the_only_thread_runs_and_loses_no_time():
     assert out["skips"] >= 1, out  # the first census of a running thread is quiet
     # No time lost or misplaced by a stretched period.
     assert abs(on_spin - out["busy_wall"]) <= 0.1 * out["busy_wall"], (on_spin, out)
-    assert abs(on_sleep - out["slept"]) <= 0.1 * out["slept"], (on_sleep, out)
+    assert abs(on_sleep - out["slept"]) <= 0.1 * out["slept"], (on_sleep, lines, out)
     # The 0.3 s asleep: ~30 censuses at the base period, none passed over.
     # On a machine that gave the thread its CPU (98 % of the second: no time to carry), the
     # busy second took ~20 censuses, not 100. Under load the thread is off its CPU part of
