@@ -68,7 +68,7 @@ struct Sim {
             cpu_at_capture = cpu;  // the handler records its CPU clock after the capture
         } else if (d.action == CensusAction::kIdleRecord) {
             ++idle_records;
-            idle_record_weight += d.weight_ns;
+            (d.runnable ? runnable_weight : idle_record_weight) += d.weight_ns;
         }
         return d;
     }
@@ -153,6 +153,40 @@ TEST(census_off_cpu_time_of_a_runnable_thread_is_carried_then_given_on_cpu) {
     CHECK(!d.idle);
     CHECK(d.runnable);
     CHECK_EQ(d.weight_ns, 3 * kMs * spprof::kCarryCensuses);
+}
+
+TEST(census_thread_preempted_for_whole_periods_is_runnable_not_idle) {
+    // A loaded machine (or a CPU quota): the thread runs, then waits for a CPU through whole
+    // censuses. Its clock does not move, as if it blocked: it used to get idle records.
+    Sim s;
+    for (int i = 0; i < 3; ++i) s.period(10 * kMs);
+    CensusDecision d = s.period(0, true);
+    CHECK(d.action == CensusAction::kWalk);  // where it was preempted: its timer's stack is older
+    CHECK(d.runnable);
+    CHECK(!d.idle);
+    for (int i = 0; i < 12; ++i) {
+        d = s.period(0, true);
+        CHECK(d.action == CensusAction::kIdleRecord);
+        CHECK(d.runnable);
+        spprof::census_visited(s.slot, d, true, s.now, 10 * kMs);
+        CHECK_EQ(s.slot.next_visit_ns, 0u);  // no long wait: visited at every census
+    }
+    s.period(10 * kMs);
+    CHECK_EQ(s.runnable_weight, 130 * kMs);
+    CHECK_EQ(s.idle_record_weight + s.idle_signal_weight, 0u);
+    CHECK_EQ(s.total(), s.now);
+}
+
+TEST(census_thread_that_blocks_is_asked_its_state_once) {
+    Sim s;
+    for (int i = 0; i < 3; ++i) s.period(10 * kMs);
+    const CensusDecision d = s.period(0);  // ran at the last visit: asked, found blocked
+    CHECK(d.action == CensusAction::kWalk);
+    CHECK(d.idle);
+    CHECK(!d.runnable);
+    for (int i = 0; i < 20; ++i) CHECK(s.period(0).action == CensusAction::kIdleRecord);
+    CHECK_EQ(s.probes, 1);
+    CHECK_EQ(s.idle_records, 20);
 }
 
 TEST(census_carry_goes_to_the_blocking_stack_when_found_blocked) {

@@ -15,6 +15,11 @@
 //   carrying (its stack now is not where it waited), for at most kCarryCensuses censuses, then
 //   the carry goes to its current stack flagged runnable (it waited for a CPU, preempted on
 //   that line, most of the time).
+// - Its clock did not move, but it ran at the last visit (or was found preempted then): it
+//   may have waited for a CPU the whole period (a loaded machine, a CPU quota), so the state
+//   is read once. Runnable: the record, on the stack it was preempted on, is flagged runnable,
+//   not idle (a hash without the GIL beside two spinning processes per core had 5-20 % of
+//   its wall time flagged idle on its line). A thread that stays blocked is not asked again.
 // A walk that cannot be trusted (the thread ran during it) gives its weight back to the carry
 // (census_walk_lost): the next census tries again, so no time is lost.
 // A thread without a CPU timer (timer refused) is handled as before CPU timers took part: a
@@ -59,6 +64,7 @@ struct CensusSlot {
     uint32_t idle_streak = 0;    // visits in a row that found it blocked on its known stack
     uint32_t passed_over = 0;    // censuses since its last visit that did not visit it
     uint64_t next_visit_ns = 0;  // visited at censuses from then on (0: every census)
+    bool on_cpu_last = false;    // its last visit found it had run, or preempted: ask its state
     bool published = false;      // its last visit handed the span from then on to the ctx
 };
 
@@ -122,18 +128,23 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
     }
 
     if (!ran) {
+        // Asked only after a visit that found it on a CPU: a thread in a wait is never asked.
+        const bool preempted = s.on_cpu_last && runnable();
+        s.on_cpu_last = preempted;
         d.weight_ns = elapsed + s.carry_ns;
         s.carry_ns = 0;
         s.carried = 0;
+        d.runnable = preempted;
         if (s.stack_current && !moved) {
-            d.action = CensusAction::kIdleRecord;
+            d.action = CensusAction::kIdleRecord;  // flagged runnable when preempted
         } else {
             s.stack_current = true;
             d.action = CensusAction::kWalk;
-            d.idle = true;
+            d.idle = !preempted;
         }
         return d;
     }
+    s.on_cpu_last = true;
     s.stack_current = false;
     // First look at a running thread: no earlier reading to measure its off-CPU time from.
     const uint64_t off_cpu = !first_look && elapsed > period_cpu ? elapsed - period_cpu : 0;
@@ -215,7 +226,7 @@ inline uint32_t census_visited(CensusSlot& s, const CensusDecision& d, bool cpu_
                                uint64_t census_ns) {
     const uint32_t censuses = s.passed_over + 1;
     s.passed_over = 0;
-    s.idle_streak = d.action == CensusAction::kIdleRecord && cpu_timer ? s.idle_streak + 1 : 0;
+    s.idle_streak = d.action == CensusAction::kIdleRecord && !d.runnable && cpu_timer ? s.idle_streak + 1 : 0;
     uint32_t shift = s.idle_streak / kIdleStreakPerStep;
     if (shift > kIdleGapMaxShift) shift = kIdleGapMaxShift;
     s.next_visit_ns = shift == 0 ? 0 : now_ns + (census_ns << shift) - census_ns / 2;

@@ -238,7 +238,8 @@ void WallSampler::account(ThreadCtx* ctx, CensusSlot& slot, const CensusDecision
     }
     // Not written (the thread's own capture holds its ring, or the ring is full): the time
     // waits in the carry for the next visit, or for the thread as it ends, like a lost walk.
-    if (d.action == CensusAction::kIdleRecord && !write_census_record(ctx, in.now_ns, d.weight_ns, kSampleIdle, censuses))
+    if (d.action == CensusAction::kIdleRecord &&
+        !write_census_record(ctx, in.now_ns, d.weight_ns, d.runnable ? kSampleRunnable : kSampleIdle, censuses))
         census_walk_lost(slot, d);
 }
 
