@@ -105,39 +105,42 @@ def hash_all(data: bytes, rounds: int) -> str:
     return h.hexdigest()
 
 
-@skip_when_emulated("384 MB hashed at emulated speed beside spinning processes")
+@skip_when_emulated("1.1 GB hashed at emulated speed beside spinning processes")
 def test_a_thread_waiting_for_a_cpu_is_runnable_not_idle():
-    # Two spinning processes per core: the profiled thread waits for a CPU through whole census
-    # periods, its CPU clock as still as a blocked thread's. Those periods used to be idle
-    # records on the line it ran (5-20 % of its wall time, 6 of 6 runs); runnable now. The hash
-    # runs without the GIL: a Python loop would also wait for the GIL whenever spprof's drain
-    # holds it and is preempted, which is rightly idle.
-    data = b"\x5a" * (64 << 20)
+    # Three spinning processes per core: the profiled thread waits for a CPU through whole
+    # census periods, its CPU clock as still as a blocked thread's. Those periods used to be
+    # idle records on the line it ran (35-45 % of its wall time, 6 of 6 runs; 3-20 % beside two
+    # spinners per core); runnable now. The hash runs without the GIL.
+    data = b"\x5a" * (128 << 20)
     spinners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range(2 * len(os.sched_getaffinity(0)))
+        for _ in range(3 * len(os.sched_getaffinity(0)))
     ]
+    line = w.line_of(hash_all, "HASH_ALL")
+    by_kind = {"on_cpu": 0, "runnable": 0, "idle": 0}
     try:
         time.sleep(0.1)
-        with spprof.Profiler(interval_ms=10, mode="wall") as p:
-            hash_all(data, 6)
-            # Ended blocked: stop()'s caller writes its last stretch idle whatever it did in
-            # it (docs/architecture.md); the census puts the carry on this sleep instead.
-            time.sleep(0.05)
+        for _ in range(3):  # three sessions: what is rightly idle (below) varies from run to run
+            with spprof.Profiler(interval_ms=10, mode="wall") as p:
+                hash_all(data, 3)
+                # Ended blocked: stop()'s caller writes its last stretch idle whatever it did
+                # in it (docs/architecture.md); the census puts the carry on this sleep instead.
+                time.sleep(0.05)
+            for s in p.get_samples():
+                leaf = (s.frames[-1].function_name, s.frames[-1].lineno)
+                if s.thread_name == "MainThread" and leaf == ("hash_all", line):
+                    kind = "idle" if s.idle else "runnable" if s.runnable else "on_cpu"
+                    by_kind[kind] += s.weight_ns
     finally:
         for proc in spinners:
             proc.kill()
             proc.wait()
-    line = w.line_of(hash_all, "HASH_ALL")
-    by_kind = {"on_cpu": 0, "runnable": 0, "idle": 0}
-    for s in p.get_samples():
-        leaf = (s.frames[-1].function_name, s.frames[-1].lineno)
-        if s.thread_name == "MainThread" and leaf == ("hash_all", line):
-            kind = "idle" if s.idle else "runnable" if s.runnable else "on_cpu"
-            by_kind[kind] += s.weight_ns
     total = sum(by_kind.values())
     assert by_kind["runnable"] >= 0.2 * total, by_kind  # the machine was loaded
-    assert by_kind["idle"] <= 0.01 * total, by_kind
+    # What stays idle (3-6 % here): between rounds it takes the GIL back, and blocks when
+    # spprof's drain, preempted, holds it (rightly idle); a period in which it ran a few
+    # microseconds, under the run threshold, is taken for a brief wake from a wait.
+    assert by_kind["idle"] <= 0.1 * total, by_kind
 
 
 def test_each_thread_weight_matches_its_lifetime():

@@ -177,6 +177,19 @@ TEST(census_thread_preempted_for_whole_periods_is_runnable_not_idle) {
     CHECK_EQ(s.total(), s.now);
 }
 
+TEST(census_thread_that_woke_briefly_is_idle_even_if_found_runnable) {
+    // A loop of short naps: it ran at the last visit, then ran a few microseconds in this
+    // period, under the run threshold, and the census finds it just woken. It blocked for
+    // nearly all of the period: idle, and not asked.
+    Sim s;
+    for (int i = 0; i < 3; ++i) s.period(10 * kMs);
+    const CensusDecision d = s.period(50'000, true);
+    CHECK(d.action == CensusAction::kWalk);
+    CHECK(d.idle);
+    CHECK(!d.runnable);
+    CHECK_EQ(s.probes, 0);
+}
+
 TEST(census_thread_that_blocks_is_asked_its_state_once) {
     Sim s;
     for (int i = 0; i < 3; ++i) s.period(10 * kMs);

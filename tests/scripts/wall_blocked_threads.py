@@ -85,25 +85,28 @@ def main() -> None:
         text = src.read().splitlines()
     wait_line = next(i for i, line in enumerate(text, 1) if line.rstrip().endswith("# WAIT_LINE"))
     go_line = next(i for i, line in enumerate(text, 1) if line.rstrip().endswith("# GO_LINE"))
-    # Per blocked thread: its idle rows and their weight on the line of the measured wait.
+    # Per blocked thread: its idle rows on the line of the measured wait, and its weight there
+    # off CPU (idle, or runnable: released and waiting for a CPU through a census period).
     # weight_any: every sample on that line, idle or not (a thread released from the wait
     # that waits for the GIL, or a CPU, to return from it is still on the line, not idle).
     rows: dict[str, int] = {}
     weight: dict[str, int] = {}
     weight_any: dict[str, int] = {}
-    # Idle weight on either wait: the thread's whole time blocked, whichever line it went to.
+    # Off-CPU weight on either wait: the thread's whole time blocked, whichever line it went
+    # to, and released, waiting for a CPU through a whole census period (runnable).
     weight_both: dict[str, int] = {}
     for s in prof.samples:
         at = [f.lineno for f in s.frames if f.function_name == "blocked"]
         if not s.thread_name.startswith("blocked-"):
             continue
-        if s.idle and at in ([wait_line], [go_line]):
+        if (s.idle or s.runnable) and at in ([wait_line], [go_line]):
             weight_both[s.thread_name] = weight_both.get(s.thread_name, 0) + s.weight_ns
         if at != [wait_line]:
             continue
         weight_any[s.thread_name] = weight_any.get(s.thread_name, 0) + s.weight_ns
         if s.idle:
             rows[s.thread_name] = rows.get(s.thread_name, 0) + 1
+        if s.idle or s.runnable:
             weight[s.thread_name] = weight.get(s.thread_name, 0) + s.weight_ns
     print(
         json.dumps(
