@@ -108,9 +108,9 @@ def test_a_wait_costs_no_memory_however_long_it_lasts() -> None:
 
 def test_blocked_threads_weight_is_their_wait() -> None:
     # Rewinds and folds must not cost a blocked thread any time. Each thread waits twice: for
-    # the go (while the others start), then the measured wait. Its idle weight on the two wait
-    # lines together equals its time from before the first to after the second, within a
-    # census period at each end (a census puts its period's time on the stack it finds at the
+    # the go (while the others start), then the measured wait. Its weight off CPU on the two
+    # wait lines together is its time from before the first to after the second (below), within
+    # a census period at each end (a census puts its period's time on the stack it finds at the
     # period's end). The periods are 10 ms idle; on a loaded machine the census waits for a
     # CPU and they stretch (a CI lane: 76 ms worst; beside three busy loops on two cores: up
     # to 96 ms worst, gaps of 20-120 ms), so the bound is two of the longest gap the census
@@ -124,8 +124,16 @@ def test_blocked_threads_weight_is_their_wait() -> None:
     gap = d["after"]["wall_longest_census_gap_ns"]
     floor = 150_000_000 if os.environ.get("SPPROF_TEST_ASAN") else 50_000_000
     bound = max(floor, 2 * gap + 10_000_000)
-    worst = max(abs(d["weight_both"][k] - d["wholes"][k]) for k in d["wholes"])
-    assert worst <= bound, (worst, gap)
+    # Not less than its time from its first line to the end of its second wait, and not more
+    # than its time from t.start(): the census's span starts at its registration, and what the
+    # thread spent off CPU before its first line (its start-up waits for the GIL while the main
+    # thread starts the others: tens of ms on a loaded machine) goes to the wait that follows.
+    # Held to its first line both ways, one thread was 54 ms off in a CI run (gap 12 ms; that
+    # message did not say which way: these do).
+    under = max(d["wholes"][k] - d["weight_both"][k] for k in d["wholes"])
+    assert under <= bound, (under, gap)
+    over = max(d["weight_both"][k] - d["lives"][k] for k in d["lives"])
+    assert over <= bound, (over, gap)
     short = max(d["spans"][k] - d["weight"][k] for k in d["spans"])
     assert short <= bound, (short, gap)
 

@@ -32,6 +32,8 @@ def main() -> None:
     spans: dict[str, tuple[int, int]] = {}
 
     wholes: dict[str, int] = {}
+    lives: dict[str, int] = {}  # from just before t.start(): its start-up and registration too
+    started: dict[str, int] = {}
 
     def blocked() -> None:
         tr = time.monotonic_ns()
@@ -43,6 +45,7 @@ def main() -> None:
         name = threading.current_thread().name
         spans[name] = (t0, t1)
         wholes[name] = t1 - tr
+        lives[name] = t1 - started[name]
 
     opts = sys.argv[6:]
     extra = int(next((o[len("extra=") :] for o in opts if o.startswith("extra=")), 0))
@@ -50,6 +53,7 @@ def main() -> None:
     others = [threading.Thread(target=release.wait, name=f"other-{i}") for i in range(extra)]
     with spprof.Profiler(interval_ms=interval_ms, mode=mode, memory_limit_mb=limit_mb) as p:
         for t in threads:
+            started[t.name] = time.monotonic_ns()
             t.start()
         for _ in threads:
             ready.acquire()
@@ -125,6 +129,7 @@ def main() -> None:
                 "spans": {k: v[1] - v[0] for k, v in spans.items()},
                 "weight_both": weight_both,
                 "wholes": wholes,
+                "lives": lives,
             }
         )
     )
