@@ -172,7 +172,7 @@ def test_a_short_threads_last_stretch_goes_to_its_run_not_to_threadings_bootstra
     assert theirs >= 0.85 * total, by_leaf
     # _bootstrap rightly keeps the CPU of threading's start-up, which ran before the thread's
     # timer was armed (written on the stack it had then). Under AddressSanitizer a thread's
-    # start costs more: 5-9 % of the weight, 10.6 % once in CI; so under qemu (10.1 % once).
+    # start costs more: 5-9 % of the weight, 10.6 % once in CI; and so under qemu (10.1 % once).
     # Before the change: 45-70 %.
     start_up = 0.2 if os.environ.get("SPPROF_TEST_ASAN") or EMULATED else 0.1
     assert by_leaf.get("_bootstrap", 0) <= start_up * total, by_leaf
