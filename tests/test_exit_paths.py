@@ -212,7 +212,11 @@ def test_the_dump_written_without_the_gil_keeps_a_wait_as_one_row(tmp_path, hold
     samples = [s for s in profile.samples if s.thread_name == "waiter"]
     # ~0.6 s drained before the GIL was held: a census each 10 ms, in a row or two.
     assert len(rows) <= 3, rows
-    assert len(samples) >= 25 and all(s.idle for s in samples), len(samples)
+    # Its start-up runs on a CPU for a ms or so before it waits: a CPU timer's first expiry is at
+    # a random phase, so now and then (1 of 8 runs here) that is an on-CPU sample (in _bootstrap).
+    busy = [s for s in samples if not s.idle]
+    assert len(samples) - len(busy) >= 25, len(samples)
+    assert len(busy) <= 2 and all(s.on_cpu for s in busy), busy
     assert sum(r[5] for r in rows) == len(samples)
 
 
