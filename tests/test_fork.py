@@ -281,3 +281,43 @@ def test_a_parent_blocked_after_forking_keeps_its_drain_when_it_has_other_thread
     assert out["worker_s"] > 0.1, out  # sampled all along (CPU it got: ~1 s alone, 0.5 s in CI)
     if sys.version_info >= (3, 12):
         assert r.stderr.count("is multi-threaded, use of fork()") == 1, r.stderr
+
+
+# Wall mode, nothing but the main thread: it sleeps 0.2 s, forks a child that lives 0.6 s and
+# waits for it in os.waitpid, no bytecode between, then stops. Prints the main thread's
+# off-CPU seconds per line.
+SINGLE_THREADED_WAIT = textwrap.dedent(
+    """
+    import json, os, time
+    import spprof
+
+    spprof.start(mode="wall", interval_ms=10)
+    time.sleep(0.2)  # line 6
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.6)
+        os._exit(0)
+    os.waitpid(pid, 0)  # line 11
+    p = spprof.stop()
+    lines = {}
+    for s in p.samples:
+        if s.thread_name == "MainThread" and not s.on_cpu and s.frames:
+            key = str(s.frames[-1].lineno)
+            lines[key] = lines.get(key, 0) + s.weight_ns / 1e9
+    print(json.dumps(lines))
+    """
+)
+
+
+def test_a_single_threaded_parent_waiting_right_after_a_fork_has_its_wait_on_its_line():
+    """3.13+ brings spprof's threads back at the forking thread's next bytecode (else CPython
+    would count them for its fork warning), which comes only once os.waitpid has returned: the
+    census was away for the whole wait. Before, none of it was on waitpid's line (3.14, 3 runs
+    of 3): it was left out, or went to the thread's last stack, the sleep's line. Now the time
+    since the fork goes to the stack the thread has as they come back, the waitpid call's."""
+    r = run_python("-W", "always::DeprecationWarning", "-c", SINGLE_THREADED_WAIT)
+    assert r.returncode == 0, r.stderr
+    assert "is multi-threaded" not in r.stderr
+    lines = json.loads(r.stdout)
+    assert 0.55 <= lines.get("11", 0) <= 0.75, lines  # the 0.6 s wait, plus a loaded fork's ms
+    assert 0.15 <= lines.get("6", 0) <= 0.3, lines

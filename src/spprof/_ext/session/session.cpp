@@ -208,7 +208,10 @@ void Session::stop_threads_for_fork() {
     // forever in PyOS_AfterFork_Child (_PyThreadState_DeleteExcept): a hang in 1 of ~8 runs
     // of test_fork's stop-while-forking program under ASan on 3.11.
     threads_stopped_for_fork_ = true;
-    if (wall_) wall_->stop();
+    if (wall_) {
+        wall_->stop();
+        threads_.fork_began();  // after the census's last pass: what it wrote is before
+    }
     drain_thread_.stop();
 }
 
@@ -226,6 +229,7 @@ void Session::restart_threads_after_fork() {
     threads_stopped_for_fork_ = false;
     if (!running_ || stopping_) return;
     if (wall_) {
+        threads_.settle_caller_after_fork();  // the census was away: its wait goes where it is now
         const Error e = wall_->start();
         if (!e.ok()) log_warning("wall mode: %s after fork; blocked threads are no longer sampled", e.what);
     }

@@ -266,7 +266,8 @@ void SessionThreads::write_wait_tail(ThreadCtx* ctx, bool ending) {
     ctx->census_tail_from_ns_.store(read ? now : from, std::memory_order_release);
 }
 
-void SessionThreads::write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran, uint64_t carry) {
+void SessionThreads::write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran, uint64_t carry,
+                                     const RawFrame* frames, uint32_t depth, uint32_t flags) {
     // What its CPU timer sampled (it ran `ran` since `from`) is not idle.
     const uint64_t span = now > from ? now - from : 0;
     const uint64_t off_cpu = span > ran ? span - ran : 0;
@@ -279,11 +280,12 @@ void SessionThreads::write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now
     hdr.weight_ns = idle;
     hdr.native_tid = ctx->native_tid_;
     hdr.thread_serial = ctx->serial_;
-    hdr.flags = kSampleIdle;
+    hdr.flags = kSampleIdle | flags;
+    hdr.depth = static_cast<uint16_t>(depth);
     const uint64_t period = census_period_ns(config_.interval_ns);
     const uint64_t censuses = (idle + period / 2) / period;
     hdr.censuses = censuses > 1 ? static_cast<uint32_t>(censuses) : 0;
-    if (write_foreign_record(ctx, hdr, nullptr)) {
+    if (write_foreign_record(ctx, hdr, frames)) {
         capture_count_idle();
     } else {
         capture_count_sampled(false);  // its ring full, or a capture of its own under way: dropped
@@ -301,11 +303,57 @@ void SessionThreads::settle_waits() {
 }
 
 void SessionThreads::settle_caller() {
+    if (ThreadCtx* ctx = attached_caller(nullptr)) write_wait_tail(ctx, true);
+}
+
+ThreadCtx* SessionThreads::attached_caller(PyThreadState** ts_out) {
     PyThreadState* ts = tstate_current_or_null();
     auto it = ts != nullptr ? live_by_tstate_.find(ts) : live_by_tstate_.end();
-    if (it == live_by_tstate_.end()) return;
-    if (ThreadCtx* ctx = table_.at(it->second))
-        if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached) write_wait_tail(ctx, true);
+    if (it == live_by_tstate_.end()) return nullptr;
+    ThreadCtx* ctx = table_.at(it->second);
+    if (ctx == nullptr || ctx->state_.load(std::memory_order_acquire) != ThreadState::kAttached) return nullptr;
+    if (ts_out != nullptr) *ts_out = ts;
+    return ctx;
+}
+
+void SessionThreads::fork_began() {
+    fork_caller_serial_ = kNoForkCaller;
+    ThreadCtx* ctx = attached_caller(nullptr);
+    if (ctx == nullptr || !platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &fork_began_cpu_ns_)) return;
+    fork_began_ns_ = platform_monotonic_ns();
+    fork_caller_serial_ = ctx->serial_;
+}
+
+void SessionThreads::settle_caller_after_fork() {
+    const uint32_t forker = fork_caller_serial_;
+    fork_caller_serial_ = kNoForkCaller;
+    PyThreadState* ts = nullptr;
+    ThreadCtx* ctx = attached_caller(&ts);
+    if (ctx == nullptr || ctx->serial_ != forker || ctx->signal_blocked_.load(std::memory_order_acquire)) return;
+    // The census is stopped (joined): nobody else holds the span.
+    const uint64_t from = ctx->census_tail_from_ns_.load(std::memory_order_acquire);
+    if (from == 0 || from == kCensusTailHeld || from > fork_began_ns_) return;  // not in wall mode
+    const uint64_t now = platform_monotonic_ns();
+    uint64_t cpu = 0;
+    if (!platform_thread_cpu_ns_of(ctx->native_tid_, ctx->ident_, &cpu)) return;
+    const uint64_t ran = cpu > fork_began_cpu_ns_ ? cpu - fork_began_cpu_ns_ : 0;
+    // Back within a census of the fork (the usual case: the fork's milliseconds): the
+    // census's next visit takes the span as it would have.
+    if (now - fork_began_ns_ < ran + census_period_ns(config_.interval_ns)) return;
+    // Before the fork: on its last stack, as a window's end writes a wait. Since: on the
+    // stack it has now (on the thread itself, GIL held: its chain is whole), idle: the call
+    // it just returned from blocked (what else keeps a thread off CPU that long with the
+    // GIL its own). The carry stays the census's, which keeps its own copy.
+    const uint64_t cpu_then = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
+    write_idle_tail(ctx, from, fork_began_ns_, fork_began_cpu_ns_ > cpu_then ? fork_began_cpu_ns_ - cpu_then : 0,
+                    0);
+    RawFrame frames[kMaxPythonFrames];
+    const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(ts), frames,
+                                           kMaxPythonFrames);
+    write_idle_tail(ctx, fork_began_ns_, now, ran, 0, frames, w.depth, w.truncated ? kSampleTruncated : 0u);
+    // The census's next visit measures from here (census_adopt).
+    ctx->census_cpu_ns_.store(cpu, std::memory_order_relaxed);
+    ctx->census_tail_from_ns_.store(now, std::memory_order_release);
 }
 
 void SessionThreads::finish_all() {

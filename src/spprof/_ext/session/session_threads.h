@@ -123,6 +123,15 @@ public:
     // visit goes to its last stack (write_wait_tail, as a thread that ends), not to the stack
     // the stop's census would find it on, spprof's own stop(), whose samples are dropped.
     void settle_caller();
+    // GIL held, wall mode. Around a fork in the parent, the census is away: 3.13+ brings it
+    // back at the forking thread's next bytecode, which comes only after a call that follows
+    // the fork returns (`pid = os.fork(); os.waitpid(pid, 0)`). fork_began: on the forking
+    // thread, as spprof's threads stop. settle_caller_after_fork: on the thread restarting
+    // them; when it is the one that forked and was off CPU for a census or more since, that
+    // time goes to the stack it has now (the call that just returned), the time before the
+    // fork to its last stack, rather than all of it to its last stack.
+    void fork_began();
+    void settle_caller_after_fork();
     // GIL held. Names of the live threads from threading._active (a rename is kept).
     void refresh_names();
     // GIL held. Frees the retired ctxs no capture can still hold.
@@ -196,8 +205,12 @@ private:
     void write_wait_tail(ThreadCtx* ctx, bool ending);
     // The idle record of a span from `from` to `now`, less the CPU it `ran` meanwhile, plus
     // off-CPU time carried from before `from`.
-    void write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran, uint64_t carry);
+    // With `frames` (depth `depth`), on that stack; else depth 0 (the thread's last stack).
+    void write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran, uint64_t carry,
+                         const RawFrame* frames = nullptr, uint32_t depth = 0, uint32_t flags = 0);
     void name_from_threading(ThreadRecord& rec);
+    // The ctx of the calling thread while attached (GIL held), else null.
+    ThreadCtx* attached_caller(PyThreadState** ts_out);
 
     const SessionConfig& config_;
     SessionCounters& counters_;
@@ -211,6 +224,12 @@ private:
     size_t name_bytes_ = 0;                      // sum of record name capacities
     IdentIndex name_index_;                      // refresh_names' scratch, reused
     uint64_t next_generation_ = 1;
+    // fork_began's reading on the forking thread (serial, monotonic and CPU clocks); serial
+    // kNoForkCaller when none is pending.
+    static constexpr uint32_t kNoForkCaller = UINT32_MAX;
+    uint32_t fork_caller_serial_ = kNoForkCaller;
+    uint64_t fork_began_ns_ = 0;
+    uint64_t fork_began_cpu_ns_ = 0;
     std::unordered_map<PyThreadState*, uint32_t> live_by_tstate_;  // -> slot
     std::unordered_map<uint64_t, uint32_t> live_by_tid_;  // native-only threads: tid -> slot
     std::unordered_map<uint64_t, uint32_t> python_by_tid_;  // threads with a state: tid -> slot
