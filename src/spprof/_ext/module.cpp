@@ -734,11 +734,13 @@ PyObject* py_after_fork_child(PyObject* module, PyObject*) {
     Py_RETURN_NONE;
 }
 
-void restart_threads_now(PyObject* module) {
+// deferred: from the pending call, once the forking frame has moved past os.fork (the
+// caller's stack is the program's), not from inside the after_in_parent hook.
+void restart_threads_now(PyObject* module, bool deferred = false) {
     ModuleState* st = state_of(module);
     if (st->session != nullptr) {
         const SessionMutation changing;
-        st->session->restart_threads_after_fork();
+        st->session->restart_threads_after_fork(deferred);
     }
     if (st->exit_watcher != nullptr) st->exit_watcher->restart_thread_after_fork();
     // Python's threads of spprof's (the --http endpoint) start at the same moment. Never an
@@ -773,7 +775,7 @@ int restart_threads_pending(void* arg) {
     if (!fork_returned() && Py_AddPendingCall(&restart_threads_pending, module) == 0) return 0;
     g_restart_queued = false;
     Py_CLEAR(g_fork_caller);
-    restart_threads_now(module);
+    restart_threads_now(module, true);
     Py_DECREF(module);
     return 0;
 }

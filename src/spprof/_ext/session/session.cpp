@@ -224,12 +224,14 @@ bool Session::has_other_threads() const {
     return false;
 }
 
-void Session::restart_threads_after_fork() {
+void Session::restart_threads_after_fork(bool fork_returned) {
     if (!threads_stopped_for_fork_) return;
     threads_stopped_for_fork_ = false;
     if (!running_ || stopping_) return;
     if (wall_) {
-        threads_.settle_caller_after_fork();  // the census was away: its wait goes where it is now
+        // The census was away: the forking thread's wait goes where it is now. Not from inside
+        // os.fork's hook: its stack there is spprof's, and the census was away milliseconds.
+        if (fork_returned) threads_.settle_caller_after_fork();
         const Error e = wall_->start();
         if (!e.ok()) log_warning("wall mode: %s after fork; blocked threads are no longer sampled", e.what);
     }

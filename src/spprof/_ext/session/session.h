@@ -97,7 +97,9 @@ public:
     // 3.12+ does not warn that a single-threaded program is multi-threaded. Samples keep
     // arriving in the rings meanwhile (a full ring counts its drops, as always). Idempotent.
     void stop_threads_for_fork();
-    void restart_threads_after_fork();
+    // fork_returned: called once the forking thread has left os.fork (3.13+'s pending call,
+    // which may come seconds later): the time since goes where that thread is now.
+    void restart_threads_after_fork(bool fork_returned = false);
 
     const SessionConfig& config() const { return config_; }
     const std::vector<ThreadRecord>& threads() const { return threads_.records(); }

@@ -127,7 +127,8 @@ public:
     // back at the forking thread's next bytecode, which comes only after a call that follows
     // the fork returns (`pid = os.fork(); os.waitpid(pid, 0)`). fork_began: on the forking
     // thread, as spprof's threads stop. settle_caller_after_fork: on the thread restarting
-    // them; when it is the one that forked and was off CPU for a census or more since, that
+    // them once it has left os.fork (3.13+'s pending call; inside the hook the stack is
+    // spprof's); when it is the one that forked and was off CPU for a census or more since, that
     // time goes to the stack it has now (the call that just returned), the time before the
     // fork to its last stack, rather than all of it to its last stack.
     void fork_began();
