@@ -162,6 +162,7 @@ bool SessionThreads::continue_as_native(uint32_t slot) {
     if (fresh == ThreadTable::kNoSlot) return false;  // retired instead: the table is full
     // The old ctx goes as in retire(): timer deleted, ring's turn taken for good, ring drained
     // under this record; the ring itself moves on to the new ctx.
+    old->census_let_go();
     platform_thread_detach(old);
     old->state_.store(ThreadState::kDetached, std::memory_order_release);
     while (old->busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();

@@ -213,6 +213,7 @@ void SessionThreads::thread_exiting(PyThreadState* ts, uint64_t tid) {
     const uint32_t id = slot_record_[it->second];
     if (id == kNoRecord || !same_thread(records_[id], ts, tid)) return;
     if (ThreadCtx* ctx = table_.at(it->second)) {
+        ctx->census_let_go();  // before its timer goes: it writes its last stretch itself
         const TimerResidual owed = platform_thread_finish(ctx);
         write_wait_tail(ctx, true);  // first: the wait ended before the thread's last CPU
         settle_end(ctx, owed.expiries, owed.weight_ns);
@@ -518,6 +519,7 @@ void SessionThreads::retire(uint32_t slot) {
     const uint32_t id = slot_record_[slot];
     ThreadRecord& rec = records_[id];
     if (!rec.alive) return;
+    ctx->census_let_go();
     platform_thread_detach(ctx);
     settle_end(ctx, 0, 0);  // a deferred sample's time the thread did not live to carry
     // The thread deleted its own thread state before we saw it gone; from then on its

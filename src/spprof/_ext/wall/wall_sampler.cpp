@@ -177,6 +177,10 @@ bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
         // waits for the visit to hand it back rather than leave its span out. A thread without
         // a CPU timer keeps no span (the census samples all its time): taken, not held.
         const bool cpu_timer = ctx->cpu_timer_armed_.load(std::memory_order_acquire);
+        // Disarmed as it ends, or retired (ThreadCtx::census_let_go cleared the
+        // flag before the timer went): not one whose timer was refused. It writes its own
+        // last stretch; taking its span here lost it.
+        if (!cpu_timer && !ctx->timer_settled_.load(std::memory_order_acquire)) continue;
         uint64_t from = 0;
         if (!cpu_timer) {
             from = ctx->census_tail_from_ns_.exchange(0, std::memory_order_acq_rel);
