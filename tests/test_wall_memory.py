@@ -130,12 +130,27 @@ def test_blocked_threads_weight_is_their_wait() -> None:
     # thread starts the others: tens of ms on a loaded machine) goes to the wait that follows.
     # Held to its first line both ways, one thread was 54 ms off in a CI run (gap 12 ms; that
     # message did not say which way: these do).
-    under = max(d["wholes"][k] - d["weight_both"][k] for k in d["wholes"])
-    assert under <= bound, (under, gap)
-    over = max(d["weight_both"][k] - d["lives"][k] for k in d["lives"])
-    assert over <= bound, (over, gap)
-    short = max(d["spans"][k] - d["weight"][k] for k in d["spans"])
-    assert short <= bound, (short, gap)
+    # The wait's end may go to the lines after it (weight_after): a long wait's visit that
+    # finds the thread released and blocked again there (the GIL, 300 threads released at once)
+    # puts the time since the last visit, up to 80 ms, on that line. One thread was 53 ms under
+    # in a rehearsal (3.10, gap 10.5 ms), where the message did not say where its time went.
+    after = d["weight_after"]
+
+    def where(k: str) -> dict[str, Any]:
+        return {f: d[f].get(k) for f in ("wholes", "lives", "spans", "weight", "weight_both")} | {
+            "after": after.get(k, 0),
+            "stats": {s: v for s, v in d["after"].items() if "dropped" in s or "lost" in s},
+        }
+
+    unders = {k: d["wholes"][k] - d["weight_both"][k] - after.get(k, 0) for k in d["wholes"]}
+    worst = max(unders, key=unders.__getitem__)
+    assert unders[worst] <= bound, (unders[worst], gap, worst, where(worst))
+    overs = {k: d["weight_both"][k] - d["lives"][k] for k in d["lives"]}
+    worst = max(overs, key=overs.__getitem__)
+    assert overs[worst] <= bound, (overs[worst], gap, worst, where(worst))
+    shorts = {k: d["spans"][k] - d["weight"][k] - after.get(k, 0) for k in d["spans"]}
+    worst = max(shorts, key=shorts.__getitem__)
+    assert shorts[worst] <= bound, (shorts[worst], gap, worst, where(worst))
 
 
 WINDOW_OVER_A_WAIT = """

@@ -99,12 +99,19 @@ def main() -> None:
     # Off-CPU weight on either wait: the thread's whole time blocked, whichever line it went
     # to, and released, waiting for a CPU through a whole census period (runnable).
     weight_both: dict[str, int] = {}
+    # Off-CPU weight on the lines after the measured wait: a long wait is visited every 2nd to
+    # 8th census, and a visit that finds the thread released and blocked again (on the GIL, 300
+    # threads released at once) puts the time since the last visit there, its wait's end too
+    # (docs/architecture.md, "Long waits").
+    weight_after: dict[str, int] = {}
     for s in prof.samples:
         at = [f.lineno for f in s.frames if f.function_name == "blocked"]
         if not s.thread_name.startswith("blocked-"):
             continue
         if (s.idle or s.runnable) and at in ([wait_line], [go_line]):
             weight_both[s.thread_name] = weight_both.get(s.thread_name, 0) + s.weight_ns
+        if (s.idle or s.runnable) and len(at) == 1 and at[0] > wait_line:
+            weight_after[s.thread_name] = weight_after.get(s.thread_name, 0) + s.weight_ns
         if at != [wait_line]:
             continue
         weight_any[s.thread_name] = weight_any.get(s.thread_name, 0) + s.weight_ns
@@ -128,6 +135,7 @@ def main() -> None:
                 "weight_any": weight_any,
                 "spans": {k: v[1] - v[0] for k, v in spans.items()},
                 "weight_both": weight_both,
+                "weight_after": weight_after,
                 "wholes": wholes,
                 "lives": lives,
             }
