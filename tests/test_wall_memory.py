@@ -134,21 +134,21 @@ def test_blocked_threads_weight_is_their_wait() -> None:
     # finds the thread released and blocked again there (the GIL, 300 threads released at once)
     # puts the time since the last visit, up to 80 ms, on that line. One thread was 53 ms under
     # in a rehearsal (3.10, gap 10.5 ms), where the message did not say where its time went.
-    after = d["weight_after"]
+    later = d["weight_after"]  # off CPU on the lines after the wait (d["after"]: the stats)
 
     def where(k: str) -> dict[str, Any]:
         return {f: d[f].get(k) for f in ("wholes", "lives", "spans", "weight", "weight_both")} | {
-            "after": after.get(k, 0),
+            "weight_after": later.get(k, 0),
             "stats": {s: v for s, v in d["after"].items() if "dropped" in s or "lost" in s},
         }
 
-    unders = {k: d["wholes"][k] - d["weight_both"][k] - after.get(k, 0) for k in d["wholes"]}
+    unders = {k: d["wholes"][k] - d["weight_both"][k] - later.get(k, 0) for k in d["wholes"]}
     worst = max(unders, key=unders.__getitem__)
     assert unders[worst] <= bound, (unders[worst], gap, worst, where(worst))
     overs = {k: d["weight_both"][k] - d["lives"][k] for k in d["lives"]}
     worst = max(overs, key=overs.__getitem__)
     assert overs[worst] <= bound, (overs[worst], gap, worst, where(worst))
-    shorts = {k: d["spans"][k] - d["weight"][k] - after.get(k, 0) for k in d["spans"]}
+    shorts = {k: d["spans"][k] - d["weight"][k] - later.get(k, 0) for k in d["spans"]}
     worst = max(shorts, key=shorts.__getitem__)
     assert shorts[worst] <= bound, (shorts[worst], gap, worst, where(worst))
 
