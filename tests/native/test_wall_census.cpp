@@ -37,6 +37,7 @@ struct Sim {
     int probes = 0;
     uint64_t cpu_weight = 0, idle_record_weight = 0, idle_signal_weight = 0, oncpu_signal_weight = 0;
     uint64_t runnable_weight = 0;
+    uint64_t wait_end_weight = 0;  // of idle_record_weight: records on the stack of the wait it woke from
     int signals = 0, walks = 0, idle_records = 0;
     bool lose_walks = false;  // the thread runs during every walk: none can be trusted
 
@@ -69,6 +70,7 @@ struct Sim {
         } else if (d.action == CensusAction::kIdleRecord) {
             ++idle_records;
             (d.runnable ? runnable_weight : idle_record_weight) += d.weight_ns;
+            if (d.wait_end) wait_end_weight += d.weight_ns;
         }
         return d;
     }
@@ -211,6 +213,81 @@ TEST(census_carry_goes_to_the_blocking_stack_when_found_blocked) {
     CHECK(d.action == CensusAction::kWalk);
     CHECK(d.idle);
     CHECK_EQ(d.weight_ns, 10 * kMs);
+}
+
+// A thread found blocked on its known stack wakes and runs 3 ms of the next period, and runs
+// at the census: the 7 ms off CPU are that wait's end, on the wait's stack (wait_end), not
+// carried to wherever it runs (its CPU timer's stack after the wait). No idle streak from it.
+TEST(census_end_of_a_wait_goes_to_the_wait_when_the_thread_runs_now) {
+    Sim s;
+    s.slot.seen = true;
+    s.slot.stack_current = true;
+    for (int i = 0; i < 3; ++i) s.period(0);
+    CHECK(spprof::census_span_at_wait(s.slot));  // a thread that ends now: at the wait
+    const CensusDecision d = s.period(3 * kMs, true);
+    CHECK(d.action == CensusAction::kIdleRecord);
+    CHECK(d.wait_end);
+    CHECK(!d.runnable);
+    CHECK_EQ(d.weight_ns, 7 * kMs);
+    spprof::census_visited(s.slot, d, true, s.now, 10 * kMs);
+    CHECK_EQ(s.slot.idle_streak, 0u);
+    CHECK(!spprof::census_span_at_wait(s.slot));  // it runs: its span is on its last stack
+    CHECK_EQ(s.probes, 1);
+    CHECK_EQ(s.total(), s.now);
+}
+
+// Found blocked again at the census (it woke and blocked elsewhere): walked where it is now.
+TEST(census_end_of_a_wait_goes_where_it_blocks_now_when_found_blocked) {
+    Sim s;
+    s.slot.seen = true;
+    s.slot.stack_current = true;
+    s.period(0);
+    const CensusDecision d = s.period(3 * kMs, false);
+    CHECK(d.action == CensusAction::kWalk);
+    CHECK(d.idle);
+    CHECK_EQ(d.weight_ns, 7 * kMs);
+    CHECK_EQ(s.wait_end_weight, 0u);
+}
+
+// Less than a sample's worth off CPU as it woke: carried, still the wait's end; a thread that
+// ends then writes it on the wait's stack (census_span_at_wait), and a census that finds it
+// running later places it there with what it was preempted since.
+TEST(census_small_end_of_a_wait_is_carried_as_the_wait_s_end) {
+    Sim s;
+    s.slot.seen = true;
+    s.slot.stack_current = true;
+    s.period(0);
+    CHECK(s.period(9'500'000, true).action == CensusAction::kNothing);  // 0.5 ms off CPU
+    CHECK(spprof::census_span_at_wait(s.slot));
+    const CensusDecision d = s.period(9 * kMs, true);  // 1 ms more: a sample's worth
+    CHECK(d.action == CensusAction::kIdleRecord);
+    CHECK(d.wait_end);
+    CHECK_EQ(d.weight_ns, 1'500'000u);
+    CHECK(!spprof::census_span_at_wait(s.slot));
+    // A thread that was running at its last visit carries its preemption the usual way.
+    CHECK(s.period(8 * kMs, true).action == CensusAction::kNothing);
+    CHECK(!spprof::census_span_at_wait(s.slot));
+    CHECK_EQ(s.total() + s.slot.carry_ns, s.now);
+}
+
+// It woke and ran a few microseconds (moved, not ran), and the walk is lost (it runs during
+// it): the walk's weight is still the wait's end, placed there at the next census.
+TEST(census_lost_walk_of_a_thread_that_woke_keeps_the_wait_s_end) {
+    Sim s;
+    s.slot.seen = true;
+    s.slot.stack_current = true;
+    s.period(0);
+    s.lose_walks = true;
+    CensusDecision d = s.period(50'000, true);
+    CHECK(d.action == CensusAction::kWalk);
+    CHECK(d.wait_end);
+    CHECK(spprof::census_span_at_wait(s.slot));  // a thread that ends now: at the wait
+    s.lose_walks = false;
+    d = s.period(10 * kMs, true);
+    CHECK(d.action == CensusAction::kIdleRecord);
+    CHECK(d.wait_end);
+    CHECK_EQ(d.weight_ns, 10 * kMs);  // the lost walk's 10 ms; this period it ran throughout
+    CHECK_EQ(s.total(), s.now + 50'000);  // the 50 us it ran are in the idle period too, as ever
 }
 
 TEST(census_accounts_for_every_nanosecond_of_a_mixed_thread) {

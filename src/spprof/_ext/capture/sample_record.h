@@ -51,6 +51,10 @@ enum SampleFlags : uint32_t {
     kSampleThreadEnd = 1u << 7,  // CPU-timer expiries that fell due in a thread's last stretch
                                  // without a scheduler tick, counted as it ended (never fired
                                  // by the kernel); depth 0: its last stack (or entry stack)
+    // Not kept in a row (its flags are the low 8 bits): how the drain places the record.
+    kSampleAtWait = 1u << 8,     // wall mode, idle, depth 0: the end of the wait the census last
+                                 // found the thread blocked in (it woke and ran since): the
+                                 // stack of its latest idle record, not its last stack
 };
 
 struct RawSampleHeader {

@@ -76,7 +76,8 @@ struct ThreadCtx {
     // someone writes it. Whoever exchanges it for 0 accounts for the span since then: the
     // census at its next visit, the thread as it ends, or a window's end for a long wait
     // (SessionThreads::write_wait_tail, which stores census_cpu_ns_ and then its own time
-    // back). census_carry_ns_ and census_long_wait_ are stored before it, read after taking it.
+    // back). census_carry_ns_, census_long_wait_ and census_at_wait_ are stored before it, read
+    // after taking it.
     // kCensusTailHeld while a census visit holds it: a thread that ends waits for the visit's
     // hand-back (microseconds; a walk under emulation, milliseconds).
     std::atomic<uint64_t> census_tail_from_ns_{0};
@@ -85,6 +86,10 @@ struct ThreadCtx {
     std::atomic<uint64_t> census_carry_ns_{0};
     // The census passes this thread over (a long wait): a window's end writes its span.
     std::atomic<bool> census_long_wait_{false};
+    // The census's last visit found it blocked on a known stack (or carries the end of such
+    // a wait): whoever writes its span next puts the time off CPU there (kSampleAtWait), not
+    // on a stack its CPU timer sampled after it woke.
+    std::atomic<bool> census_at_wait_{false};
     // CPU time its own per-thread CPU timer has counted since it was armed (each delivery adds
     // interval x (1 + overrun)): the thread's CPU clock at its last expiry, minus the reading
     // taken just before arming. An ended thread's clock can no longer be read; this can.

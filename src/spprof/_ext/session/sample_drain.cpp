@@ -36,6 +36,8 @@ SampleDrain::SampleDrain(const SessionConfig& config, SessionThreads& threads, R
 void SampleDrain::slot_taken(uint32_t slot) {
     if (last_stack_.size() <= slot) last_stack_.resize(slot + 1, kNoStack);
     last_stack_[slot] = kNoStack;
+    if (wait_stack_.size() <= slot) wait_stack_.resize(slot + 1, kNoStack);
+    wait_stack_[slot] = kNoStack;
     if (last_flags_.size() <= slot) last_flags_.resize(slot + 1, 0);
     last_flags_[slot] = 0;
     if (last_ts_.size() <= slot) last_ts_.resize(slot + 1, 0);
@@ -51,20 +53,26 @@ void SampleDrain::slot_taken(uint32_t slot) {
 }
 
 size_t SampleDrain::fold_target(uint32_t serial, uint32_t id, uint32_t flags, const RawSampleHeader& hdr) const {
-    // Only a plain idle record without frames (its stack is last_stack_), into the thread's
-    // latest row when that row is idle on the same stack with the same flags and ends where
-    // this record's time begins.
-    if (flags != kSampleIdle || hdr.depth != 0 || serial >= last_row_.size() || last_row_[serial] == kNoRow)
+    // Only a plain idle record without frames (its stack is last_stack_, or wait_stack_ for
+    // a wait's end), into the thread's latest row when that row is idle on the same stack
+    // with the same flags and ends where this record's time begins.
+    if ((flags & ~kSampleAtWait) != kSampleIdle || hdr.depth != 0 || serial >= last_row_.size() ||
+        last_row_[serial] == kNoRow)
         return kNoRow;
     const size_t r = last_row_[serial];
     const SampleRow& row = store_.sample(r);
-    if (row.stack != last_stack_[serial] || (row.thread_and_flags & kSerialMask) != (id & kSerialMask) ||
+    if (row.stack != stack_of_idle(serial, flags) || (row.thread_and_flags & kSerialMask) != (id & kSerialMask) ||
         (row.thread_and_flags >> kSerialBits) != kSampleIdle)
         return kNoRow;
     if (hdr.timestamp_ns < row.timestamp_ns || hdr.weight_ns > hdr.timestamp_ns) return kNoRow;
     const uint64_t begins = hdr.timestamp_ns - hdr.weight_ns;
     const uint64_t gap = begins > row.timestamp_ns ? begins - row.timestamp_ns : row.timestamp_ns - begins;
     return gap <= kFoldGapNs ? r : kNoRow;
+}
+
+uint32_t SampleDrain::stack_of_idle(uint32_t serial, uint32_t flags) const {
+    const uint32_t wait = (flags & kSampleAtWait) ? wait_stack_[serial] : kNoStack;
+    return wait != kNoStack ? wait : last_stack_[serial];
 }
 
 bool SampleDrain::drain_all(bool over_limit, SymbolReads* reads) {
@@ -105,6 +113,7 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
         const uint32_t serial = threads_.record(id).slot;  // last_stack_ is per slot
         uint32_t flags = hdr->flags;
         if (last_stack_.size() <= serial) last_stack_.resize(serial + 1, kNoStack);
+        if (wait_stack_.size() <= serial) wait_stack_.resize(serial + 1, kNoStack);
         if (last_flags_.size() <= serial) last_flags_.resize(serial + 1, 0);
         if (last_ts_.size() <= serial) last_ts_.resize(serial + 1, 0);
         if (cpu_stack_.size() <= serial) {
@@ -140,7 +149,7 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
             // last sample: reuse that stack. A thread-end sample says what its last sample
             // said (truncated, the GIL) and when: a stack is never shown at a time it was not
             // seen.
-            stack = last_stack_[serial];
+            stack = stack_of_idle(serial, flags);
             if ((flags & kSampleThreadEnd) && cpu_stack_[serial] != kNoStack) {
                 stack = cpu_stack_[serial];
                 flags |= cpu_flags_[serial];
@@ -172,6 +181,7 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
                 cpu_ts_[serial] = hdr->timestamp_ns;
             }
         }
+        if ((flags & (kSampleIdle | kSampleThreadEnd | kSampleStackOnly)) == kSampleIdle) wait_stack_[serial] = stack;
         if (!(flags & (kSampleStackOnly | kSampleThreadEnd))) last_ts_[serial] = std::max(last_ts_[serial], timestamp);
         if (!(flags & kSampleStackOnly)) {
             store_.add_sample(SampleRow{timestamp, hdr->weight_ns, stack,

@@ -54,7 +54,8 @@ public:
 
     // The per-slot last stacks (part of the session's thread memory).
     size_t memory_bytes() const {
-        return (last_stack_.capacity() + cpu_stack_.capacity()) * sizeof(uint32_t) + last_flags_.capacity() +
+        return (last_stack_.capacity() + wait_stack_.capacity() + cpu_stack_.capacity()) * sizeof(uint32_t) +
+               last_flags_.capacity() +
                cpu_flags_.capacity() + (last_ts_.capacity() + cpu_ts_.capacity()) * sizeof(uint64_t) +
                last_row_.capacity() * sizeof(size_t);
     }
@@ -105,6 +106,9 @@ private:
     ResolverNamer namer_;
     StackBuilder builder_;
     std::vector<uint32_t> last_stack_;  // per slot: the stack idle records reuse
+    // Per slot: the stack of the thread's latest idle record (where the census last found it
+    // blocked): a wait's end (kSampleAtWait) goes there, not to where it ran after the wait.
+    std::vector<uint32_t> wait_stack_;
     std::vector<uint8_t> last_flags_;   // per slot: truncated / GIL flags of the record that set it
     std::vector<uint64_t> last_ts_;     // per slot: the time of the thread's latest row
     // Per slot: the last stack the thread was seen running on (an on-CPU record, or the entry
@@ -119,6 +123,9 @@ private:
     static constexpr size_t kNoRow = ~static_cast<size_t>(0);
     std::vector<size_t> last_row_;
     size_t fold_target(uint32_t serial, uint32_t id, uint32_t flags, const RawSampleHeader& hdr) const;
+    // The stack a depth-0 record of the thread in `serial` reuses: its last, or for a wait's
+    // end its latest idle record's (its last when it has none).
+    uint32_t stack_of_idle(uint32_t serial, uint32_t flags) const;
     bool over_limit_ = false;
 };
 

@@ -259,7 +259,10 @@ void SessionThreads::write_wait_tail(ThreadCtx* ctx, bool ending) {
     // An ending thread's carry goes with its span; a long wait carries nothing (the census
     // keeps its own copy, so a window's end leaves it alone).
     const uint64_t carry = ending ? ctx->census_carry_ns_.exchange(0, std::memory_order_relaxed) : 0;
-    if (read) write_idle_tail(ctx, from, now, cpu > cpu_then ? cpu - cpu_then : 0, carry);
+    // Its time off CPU since the census's last visit: where that visit found it blocked, if
+    // it did (the wait's end: the thread ran after it), else on its last stack.
+    const uint32_t where = ctx->census_at_wait_.load(std::memory_order_relaxed) ? kSampleAtWait : 0u;
+    if (read) write_idle_tail(ctx, from, now, cpu > cpu_then ? cpu - cpu_then : 0, carry, nullptr, 0, where);
     if (ending) return;
     // Handed back after the record (one writer of the thread's foreign records at a time):
     // the census's next visit, or the thread as it ends, takes the span from here on.
@@ -274,8 +277,9 @@ void SessionThreads::write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now
     const uint64_t off_cpu = span > ran ? span - ran : 0;
     const uint64_t idle = off_cpu + carry;
     if (idle == 0) return;
-    // Depth 0, idle: the drain gives it the thread's last stack, where it waited, and folds
-    // it into the wait's row. It ended when the wait did; the thread ran after that.
+    // Depth 0, idle: the drain gives it the thread's last stack, where it waited (kSampleAtWait:
+    // the stack of its latest idle record), and folds it into the wait's row. It ended when the
+    // wait did; the thread ran after that.
     RawSampleHeader hdr{};
     hdr.timestamp_ns = from + off_cpu;
     hdr.weight_ns = idle;

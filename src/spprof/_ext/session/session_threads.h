@@ -206,7 +206,8 @@ private:
     void write_wait_tail(ThreadCtx* ctx, bool ending);
     // The idle record of a span from `from` to `now`, less the CPU it `ran` meanwhile, plus
     // off-CPU time carried from before `from`.
-    // With `frames` (depth `depth`), on that stack; else depth 0 (the thread's last stack).
+    // With `frames` (depth `depth`), on that stack; else depth 0 (the thread's last stack, or
+    // with kSampleAtWait in `flags` the stack of its latest idle record).
     void write_idle_tail(ThreadCtx* ctx, uint64_t from, uint64_t now, uint64_t ran, uint64_t carry,
                          const RawFrame* frames = nullptr, uint32_t depth = 0, uint32_t flags = 0);
     void name_from_threading(ThreadRecord& rec);

@@ -20,6 +20,11 @@
 //   is read once. Runnable: the record, on the stack it was preempted on, is flagged runnable,
 //   not idle (a hash without the GIL beside three spinning processes per core had 35-45 %
 //   of its wall time flagged idle on its line). A thread that stays blocked is not asked again.
+// - It ran since a visit that found it blocked on its known stack (a wait it woke from in this
+//   period) and runs now: the carry, that wait's end, is an idle record on the wait's stack
+//   (wait_end; the drain gives it the stack of the thread's latest idle record), not carried to
+//   wherever it runs (its CPU timer's stack after the wait: up to a long wait's visit gap,
+//   80 ms, of a wait showed there). Found blocked again instead, it goes where it blocks now.
 // A walk that cannot be trusted (the thread ran during it) gives its weight back to the carry
 // (census_walk_lost): the next census tries again, so no time is lost.
 // A thread without a CPU timer (timer refused) is handled as before CPU timers took part: a
@@ -66,6 +71,7 @@ struct CensusSlot {
     uint64_t next_visit_ns = 0;  // visited at censuses from then on (0: every census)
     bool on_cpu_last = false;    // its last visit found it had run, or preempted: ask its state
     bool published = false;      // its last visit handed the span from then on to the ctx
+    bool carry_at_wait = false;  // the carry began as it woke from a wait on its known stack
 };
 
 struct CensusInput {
@@ -91,6 +97,9 @@ struct CensusDecision {
     bool idle = false;      // kWalk/kSignal: flag the sample idle (blocked), not on-CPU
     bool runnable = false;  // kWalk: the thread waited for a CPU on this stack
     bool on_cpu_throughout = false;  // it ran at least 98 % of the period (or this is its first look)
+    // The weight is the end of the wait it was last found blocked in (it moved since):
+    // kIdleRecord, on that wait's stack; a kWalk that is lost leaves it to the carry as such.
+    bool wait_end = false;
 };
 
 constexpr uint32_t kCarryCensuses = 4;
@@ -132,10 +141,14 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
         // thread in a wait is never asked, and one that woke briefly (a loop of short naps,
         // found runnable as it wakes) blocked for most of the period.
         const bool preempted = s.on_cpu_last && !moved && runnable();
+        // Moved since a visit that found it blocked (or carrying a wait's end): if the walk is
+        // lost (it runs now), its weight is still that wait's end.
+        const bool woke = (moved && s.stack_current && !s.on_cpu_last) || s.carry_at_wait;
         s.on_cpu_last = preempted;
         d.weight_ns = elapsed + s.carry_ns;
         s.carry_ns = 0;
         s.carried = 0;
+        s.carry_at_wait = false;
         d.runnable = preempted;
         if (s.stack_current && !moved) {
             d.action = CensusAction::kIdleRecord;  // flagged runnable when preempted
@@ -143,13 +156,18 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
             s.stack_current = true;
             d.action = CensusAction::kWalk;
             d.idle = !preempted;
+            d.wait_end = woke;
         }
         return d;
     }
+    // Found blocked on its known stack last time, and it ran since: it woke from that wait
+    // in this period, so the period's time off CPU is, first of all, that wait's end.
+    const bool woke = !first_look && s.stack_current && !s.on_cpu_last;
     s.on_cpu_last = true;
     s.stack_current = false;
     // First look at a running thread: no earlier reading to measure its off-CPU time from.
     const uint64_t off_cpu = !first_look && elapsed > period_cpu ? elapsed - period_cpu : 0;
+    if (woke && off_cpu > 0 && s.carry_ns == 0) s.carry_at_wait = true;
     s.carry_ns += off_cpu;
     d.on_cpu_throughout = off_cpu * 50 <= elapsed;
     if (s.carry_ns < p.sample_interval_ns) return d;
@@ -157,9 +175,22 @@ CensusDecision census_step(CensusSlot& s, const CensusInput& in, const CensusPar
         d.action = CensusAction::kWalk;
         d.weight_ns = s.carry_ns;
         d.idle = true;
+        d.wait_end = s.carry_at_wait;  // for a lost walk only: a walk puts it where it blocks now
         s.carry_ns = 0;
         s.carried = 0;
+        s.carry_at_wait = false;
         s.stack_current = true;
+        return d;
+    }
+    if (s.carry_at_wait) {
+        // Running now: the wait's end, on the wait's stack (a walk now would find where it
+        // runs, and its CPU timer's last stack is where it ran after the wait).
+        d.action = CensusAction::kIdleRecord;
+        d.wait_end = true;
+        d.weight_ns = s.carry_ns;
+        s.carry_ns = 0;
+        s.carried = 0;
+        s.carry_at_wait = false;
         return d;
     }
     if (++s.carried < kCarryCensuses) return d;
@@ -228,7 +259,9 @@ inline uint32_t census_visited(CensusSlot& s, const CensusDecision& d, bool cpu_
                                uint64_t census_ns) {
     const uint32_t censuses = s.passed_over + 1;
     s.passed_over = 0;
-    s.idle_streak = d.action == CensusAction::kIdleRecord && !d.runnable && cpu_timer ? s.idle_streak + 1 : 0;
+    // A wait's end (wait_end) is no visit that found it blocked: it runs.
+    s.idle_streak =
+        d.action == CensusAction::kIdleRecord && !d.runnable && !d.wait_end && cpu_timer ? s.idle_streak + 1 : 0;
     uint32_t shift = s.idle_streak / kIdleStreakPerStep;
     if (shift > kIdleGapMaxShift) shift = kIdleGapMaxShift;
     s.next_visit_ns = shift == 0 ? 0 : now_ns + (census_ns << shift) - census_ns / 2;
@@ -261,6 +294,13 @@ inline void census_adopt(CensusSlot& s, uint64_t from_ns, uint64_t from_cpu_ns, 
 inline void census_walk_lost(CensusSlot& s, const CensusDecision& d) {
     s.carry_ns += d.weight_ns;
     s.stack_current = false;
+    if (d.wait_end) s.carry_at_wait = true;  // still the wait's end: placed there next time
+}
+
+// After a visit: does the span handed back to the ctx start in a wait on its known stack (it
+// was found blocked there, or carries that wait's end)? ThreadCtx::census_at_wait_.
+inline bool census_span_at_wait(const CensusSlot& s) {
+    return (s.stack_current && !s.on_cpu_last) || s.carry_at_wait;
 }
 
 }  // namespace spprof

@@ -217,6 +217,7 @@ bool WallSampler::tick_threads(uint64_t period_ns, bool last) {
         if (in.cpu_timer) {
             ctx->census_carry_ns_.store(slot.carry_ns, std::memory_order_relaxed);
             ctx->census_long_wait_.store(slot.next_visit_ns != 0, std::memory_order_relaxed);
+            ctx->census_at_wait_.store(census_span_at_wait(slot), std::memory_order_relaxed);
             ctx->census_tail_from_ns_.store(in.now_ns, std::memory_order_release);
         }
     }
@@ -242,8 +243,9 @@ void WallSampler::account(ThreadCtx* ctx, CensusSlot& slot, const CensusDecision
     }
     // Not written (the thread's own capture holds its ring, or the ring is full): the time
     // waits in the carry for the next visit, or for the thread as it ends, like a lost walk.
+    const uint32_t idle_flags = d.runnable ? kSampleRunnable : (d.wait_end ? kSampleIdle | kSampleAtWait : kSampleIdle);
     if (d.action == CensusAction::kIdleRecord &&
-        !write_census_record(ctx, in.now_ns, d.weight_ns, d.runnable ? kSampleRunnable : kSampleIdle, censuses))
+        !write_census_record(ctx, in.now_ns, d.weight_ns, idle_flags, censuses))
         census_walk_lost(slot, d);
 }
 
