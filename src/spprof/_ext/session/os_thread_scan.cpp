@@ -234,8 +234,11 @@ void SessionThreads::check_signal_mask(uint32_t slot) {
 }
 
 void SessionThreads::mark_signal_blocked(ThreadCtx* ctx, ThreadRecord& rec) {
-    platform_thread_detach(ctx);  // its pending signal goes with the timer
+    // Marked before its timer goes: a census visit in between took it for a thread whose
+    // timer was refused and queued it a signal it never takes (ThreadCtx::census_let_go).
+    ctx->census_let_go();
     ctx->signal_blocked_.store(true, std::memory_order_release);
+    platform_thread_detach(ctx);  // its pending signal goes with the timer
     rec.signal_blocked = true;
     ++counters_.threads_signal_blocked;
     log_debug("thread %llu (%s) blocks the sampling signal: not sampled, its CPU time reported",
