@@ -345,13 +345,15 @@ void SessionThreads::settle_caller_after_fork() {
     // Back within a census of the fork (the usual case: the fork's milliseconds): the
     // census's next visit takes the span as it would have.
     if (now - fork_began_ns_ < ran + census_period_ns(config_.interval_ns)) return;
-    // Before the fork: on its last stack, as a window's end writes a wait. Since: on the
-    // stack it has now (on the thread itself, GIL held: its chain is whole), idle: the call
-    // it just returned from blocked (what else keeps a thread off CPU that long with the
-    // GIL its own). The carry stays the census's, which keeps its own copy.
+    // Before the fork: as a window's end writes a wait (where the census last found it
+    // blocked, or its last stack). Since: on the stack it has now (on the thread itself, GIL
+    // held: its chain is whole), idle: the call it just returned from blocked (what else keeps
+    // a thread off CPU that long with the GIL its own). The carry stays the census's, which
+    // keeps its own copy.
     const uint64_t cpu_then = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
+    const uint32_t where = ctx->census_at_wait_.load(std::memory_order_relaxed) ? kSampleAtWait : 0u;
     write_idle_tail(ctx, from, fork_began_ns_, fork_began_cpu_ns_ > cpu_then ? fork_began_cpu_ns_ - cpu_then : 0,
-                    0);
+                    0, nullptr, 0, where);
     RawFrame frames[kMaxPythonFrames];
     const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(ts), frames,
                                            kMaxPythonFrames);
