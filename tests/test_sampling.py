@@ -93,22 +93,31 @@ def test_a_sample_caught_entering_the_eval_loop_gives_its_time_to_the_next_one()
     # lone <truncated> sample: 4 runs of 40 failed on 3.12.
     t0 = time.thread_time()
     with spprof.Profiler(interval_ms=1) as p:
-        w.map_calls(1.5)
+        w.map_calls(1.5)  # MAP_CALLS_CALL
     cpu_ns = (time.thread_time() - t0) * 1e9
     samples = p.get_samples()
     assert len(samples) > 200
-    # Each lost sample by its running end (function:line), its flags and its weight: enough
-    # to tell a torn capture from a tick in this function's own lines (3.14, once, under load).
+    # Each sample outside map_calls by its running end (function:line), its flags and its
+    # weight: enough to tell a torn capture from a tick in this function's own lines (3.14,
+    # once, under load). A tick on the line that calls map_calls, as the call is made or
+    # returns, is right (under qemu, where signals land between translated blocks, one in a
+    # CI run): at most two, on CPU, whole, with this function as the leaf.
+    here = test_a_sample_caught_entering_the_eval_loop_gives_its_time_to_the_next_one
+    call_line = w.line_of(here, "MAP_CALLS_CALL")
+    outside = [s for s in samples if not samples_in([s], "map_calls")]
     lost = [
         (
             [f"{f.function_name}:{f.lineno}" for f in s.frames[-4:]],
             {"truncated": s.truncated, "thread_end": s.thread_end, "weight_ns": s.weight_ns},
         )
-        for s in samples
-        if not samples_in([s], "map_calls")
+        for s in outside
+        if s.truncated
+        or not s.on_cpu
+        or (s.frames[-1].function_name, s.frames[-1].lineno) != (here.__name__, call_line)
     ]
     assert not lost, (lost, spprof.stats()["samples_deferred"])
-    leaves = {s.frames[-1].function_name for s in samples}
+    assert len(outside) <= 2, len(outside)
+    leaves = {s.frames[-1].function_name for s in samples if s not in outside}
     assert leaves <= {"map_calls", "identity"}, leaves
     # Time is moved, not dropped: the samples still add up to the CPU time the loop used.
     total = sum(s.weight_ns for s in samples)
