@@ -52,22 +52,32 @@ void SampleDrain::slot_taken(uint32_t slot) {
     last_row_[slot] = kNoRow;
 }
 
-size_t SampleDrain::fold_target(uint32_t serial, uint32_t id, uint32_t flags, const RawSampleHeader& hdr) const {
-    // Only a plain idle record without frames (its stack is last_stack_, or wait_stack_ for
-    // a wait's end), into the thread's latest row when that row is idle on the same stack
-    // with the same flags and ends where this record's time begins.
-    if ((flags & ~kSampleAtWait) != kSampleIdle || hdr.depth != 0 || serial >= last_row_.size() ||
-        last_row_[serial] == kNoRow)
+size_t SampleDrain::fold_target(uint32_t serial, uint32_t id, uint32_t flags, uint32_t stack,
+                                const RawSampleHeader& hdr) const {
+    // Only a plain idle record (a wait's end too), into the thread's latest row when that row
+    // is idle on the same stack and ends where this record's time begins. `stack` is the
+    // record's: the one a census record reuses, or a walk's, interned.
+    if ((flags & ~kSampleAtWait) != kSampleIdle || serial >= last_row_.size() || last_row_[serial] == kNoRow)
         return kNoRow;
     const size_t r = last_row_[serial];
     const SampleRow& row = store_.sample(r);
-    if (row.stack != stack_of_idle(serial, flags) || (row.thread_and_flags & kSerialMask) != (id & kSerialMask) ||
+    if (row.stack != stack || (row.thread_and_flags & kSerialMask) != (id & kSerialMask) ||
         (row.thread_and_flags >> kSerialBits) != kSampleIdle)
         return kNoRow;
     if (hdr.timestamp_ns < row.timestamp_ns || hdr.weight_ns > hdr.timestamp_ns) return kNoRow;
     const uint64_t begins = hdr.timestamp_ns - hdr.weight_ns;
     const uint64_t gap = begins > row.timestamp_ns ? begins - row.timestamp_ns : row.timestamp_ns - begins;
     return gap <= kFoldGapNs ? r : kNoRow;
+}
+
+void SampleDrain::fold(size_t row, uint32_t serial, uint32_t id, const RawSampleHeader& hdr, uint32_t count) {
+    // The wait goes on: the row that holds it grows (same bookkeeping as a new row's). It
+    // costs no memory, so it is kept over the limit too (counted apart).
+    store_.fold_into(row, hdr.timestamp_ns, hdr.weight_ns, count);
+    last_ts_[serial] = std::max(last_ts_[serial], hdr.timestamp_ns);
+    threads_.record(id).samples += count;
+    counters_.idle_samples_folded += count;
+    if (over_limit_) counters_.idle_folded_over_limit += count;
 }
 
 uint32_t SampleDrain::stack_of_idle(uint32_t serial, uint32_t flags) const {
@@ -123,17 +133,12 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
         }
         uint64_t timestamp = hdr->timestamp_ns;
         if (last_row_.size() <= serial) last_row_.resize(serial + 1, kNoRow);
-        const size_t fold = fold_target(serial, id, flags, *hdr);
         // A census record of a long wait stands for every census that passed its thread over.
         const uint32_t count = hdr->censuses > 1 ? hdr->censuses : 1;
-        if (fold != kNoRow) {
-            // The wait goes on: the row that holds it grows (same bookkeeping as a new row's).
-            // It costs no memory, so it is kept over the limit too (counted apart).
-            store_.fold_into(fold, timestamp, hdr->weight_ns, count);
-            last_ts_[serial] = std::max(last_ts_[serial], timestamp);
-            threads_.record(id).samples += count;
-            counters_.idle_samples_folded += count;
-            if (over_limit_) counters_.idle_folded_over_limit += count;
+        const size_t reused =
+            hdr->depth == 0 ? fold_target(serial, id, flags, stack_of_idle(serial, flags), *hdr) : kNoRow;
+        if (reused != kNoRow) {
+            fold(reused, serial, id, *hdr, count);
             ring->pop();
             continue;
         }
@@ -171,6 +176,17 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
             }
             const std::vector<uint32_t>& ids = *built;
             stack = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));
+            // A walk that finds the thread blocked where its latest row waits continues that
+            // row: a thread that wakes and blocks again on the same line (a contended lock, the
+            // GIL after a release of many threads) keeps one row, not one per walk.
+            const size_t walked = fold_target(serial, id, flags, stack, *hdr);
+            if (walked != kNoRow) {
+                fold(walked, serial, id, *hdr, count);
+                last_stack_[serial] = wait_stack_[serial] = stack;
+                last_flags_[serial] = 0;  // a plain idle record's
+                ring->pop();
+                continue;
+            }
             last_stack_[serial] = stack;
             last_flags_[serial] = static_cast<uint8_t>(flags & (kSampleTruncated | kSampleGilKnown | kSampleHasGil));
             last_ts_[serial] = hdr->timestamp_ns;

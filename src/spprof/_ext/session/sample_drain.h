@@ -122,7 +122,9 @@ private:
     // (fold_target).
     static constexpr size_t kNoRow = ~static_cast<size_t>(0);
     std::vector<size_t> last_row_;
-    size_t fold_target(uint32_t serial, uint32_t id, uint32_t flags, const RawSampleHeader& hdr) const;
+    size_t fold_target(uint32_t serial, uint32_t id, uint32_t flags, uint32_t stack, const RawSampleHeader& hdr) const;
+    // Adds an idle record to `row`: its weight and samples, no new row.
+    void fold(size_t row, uint32_t serial, uint32_t id, const RawSampleHeader& hdr, uint32_t count);
     // The stack a depth-0 record of the thread in `serial` reuses: its last, or for a wait's
     // end its latest idle record's (its last when it has none).
     uint32_t stack_of_idle(uint32_t serial, uint32_t flags) const;
