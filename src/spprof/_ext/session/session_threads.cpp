@@ -32,6 +32,12 @@ bool same_thread(const ThreadRecord& rec, PyThreadState* ts, uint64_t tid) {
     return rec.ident == ts->thread_id && rec.native_tid == tid;
 }
 
+// Where a span's time off CPU goes: where the census's last visit found the thread blocked,
+// if it did (the wait's end: the thread ran after it), else on its last stack.
+uint32_t span_flags_at_wait(const ThreadCtx* ctx) {
+    return ctx->census_at_wait_.load(std::memory_order_relaxed) ? kSampleAtWait : 0u;
+}
+
 }  // namespace
 
 SessionThreads::SessionThreads(const SessionConfig& config, SessionCounters& counters)
@@ -259,10 +265,10 @@ void SessionThreads::write_wait_tail(ThreadCtx* ctx, bool ending) {
     // An ending thread's carry goes with its span; a long wait carries nothing (the census
     // keeps its own copy, so a window's end leaves it alone).
     const uint64_t carry = ending ? ctx->census_carry_ns_.exchange(0, std::memory_order_relaxed) : 0;
-    // Its time off CPU since the census's last visit: where that visit found it blocked, if
-    // it did (the wait's end: the thread ran after it), else on its last stack.
-    const uint32_t where = ctx->census_at_wait_.load(std::memory_order_relaxed) ? kSampleAtWait : 0u;
-    if (read) write_idle_tail(ctx, from, now, cpu > cpu_then ? cpu - cpu_then : 0, carry, nullptr, 0, where);
+    // Its time off CPU since the census's last visit.
+    if (read)
+        write_idle_tail(ctx, from, now, cpu > cpu_then ? cpu - cpu_then : 0, carry, nullptr, 0,
+                        span_flags_at_wait(ctx));
     if (ending) return;
     // Handed back after the record (one writer of the thread's foreign records at a time):
     // the census's next visit, or the thread as it ends, takes the span from here on.
@@ -351,9 +357,8 @@ void SessionThreads::settle_caller_after_fork() {
     // a thread off CPU that long with the GIL its own). The carry stays the census's, which
     // keeps its own copy.
     const uint64_t cpu_then = ctx->census_cpu_ns_.load(std::memory_order_relaxed);
-    const uint32_t where = ctx->census_at_wait_.load(std::memory_order_relaxed) ? kSampleAtWait : 0u;
     write_idle_tail(ctx, from, fork_began_ns_, fork_began_cpu_ns_ > cpu_then ? fork_began_cpu_ns_ - cpu_then : 0,
-                    0, nullptr, 0, where);
+                    0, nullptr, 0, span_flags_at_wait(ctx));
     RawFrame frames[kMaxPythonFrames];
     const WalkResult w = walk_python_stack(DirectReader{}, reinterpret_cast<uintptr_t>(ts), frames,
                                            kMaxPythonFrames);
