@@ -80,6 +80,7 @@ Resolver::~Resolver() {
 void Resolver::release() {
     for (auto& kv : codes_) Py_CLEAR(kv.second.code);
     codes_.clear();
+    recent_.assign(kRecentFrames, RecentFrame{});
     released_ = true;
 }
 
@@ -129,19 +130,27 @@ uint32_t Resolver::resolve(const RawFrame& raw) {
         const uint32_t name = strings_.intern("<GC>");
         return intern_frame(FrameKey{name, strings_.intern(""), name, 0}, 0);
     }
-    CodeEntry* e = lookup_code(static_cast<uintptr_t>(raw.code), raw.fingerprint);
     const uint32_t instr = raw.instr & ~kInstrEntryFlag;
+    RecentFrame& recent = recent_[recent_slot(raw)];
+    if (raw.code != 0 && recent.code == raw.code && recent.instr == instr && recent.fingerprint == raw.fingerprint)
+        return recent.id;
+    CodeEntry* e = lookup_code(static_cast<uintptr_t>(raw.code), raw.fingerprint);
     if (e == nullptr || instr >= e->n_units) {
         ++unknown_;
         return kUnknownFrame;
     }
+    uint32_t id = 0;
     auto it = e->frame_by_instr.find(instr);
-    if (it != e->frame_by_instr.end()) return it->second;
-    int line = PyCode_Addr2Line(reinterpret_cast<PyCodeObject*>(e->code), static_cast<int>(instr * 2));
-    if (line < 0) line = e->first_line;
-    const uint32_t id = intern_frame(FrameKey{e->qualname, e->file, e->name, line}, e->first_line);
-    e->frame_by_instr.emplace(instr, id);
-    ++instr_entries_;
+    if (it != e->frame_by_instr.end()) {
+        id = it->second;
+    } else {
+        int line = PyCode_Addr2Line(reinterpret_cast<PyCodeObject*>(e->code), static_cast<int>(instr * 2));
+        if (line < 0) line = e->first_line;
+        id = intern_frame(FrameKey{e->qualname, e->file, e->name, line}, e->first_line);
+        e->frame_by_instr.emplace(instr, id);
+        ++instr_entries_;
+    }
+    recent = RecentFrame{raw.code, instr, raw.fingerprint, id};
     return id;
 }
 
@@ -197,7 +206,7 @@ uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter, FileReadGate* 
 
 size_t Resolver::memory_bytes() const {
     // O(1): the drain asks every pass.
-    return strings_.memory_bytes() + codes_.size() * 160 + instr_entries_ * 40 + natives_.size() * 48 +
+    return kRecentFrames * sizeof(RecentFrame) + strings_.memory_bytes() + codes_.size() * 160 + instr_entries_ * 40 + natives_.size() * 48 +
            frames_.size() * (sizeof(FrameInfo) + 48);
 }
 

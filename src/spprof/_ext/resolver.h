@@ -127,6 +127,25 @@ private:
     CodeEntry* lookup_code(uintptr_t code, uint32_t fingerprint);
     uint32_t intern_frame(const FrameKey& key, int32_t first_line);
 
+    // The frames resolved lately, by (code, instr, fingerprint), in a direct-mapped table: a
+    // deep stack's 200 frames come again in every sample, and each cost two hash-map lookups
+    // (its code, then its instruction) that miss the cache. An entry is only ever a frame that
+    // resolved to a code object this resolver holds a reference on, so its address is not
+    // reused while the entry exists (release() empties the table).
+    struct RecentFrame {
+        uint64_t code = 0;  // 0: empty (no code object lives at 0)
+        uint32_t instr = 0;
+        uint32_t fingerprint = 0;
+        uint32_t id = 0;
+    };
+    static constexpr size_t kRecentFrames = 4096;
+    static size_t recent_slot(const RawFrame& raw) {
+        const uint64_t instr = raw.instr & ~kInstrEntryFlag;
+        const uint64_t h = (raw.code ^ (instr << 40)) * 0x9E3779B97F4A7C15ull;
+        return static_cast<size_t>(h >> 52) & (kRecentFrames - 1);
+    }
+    std::vector<RecentFrame> recent_ = std::vector<RecentFrame>(kRecentFrames);
+
     std::unordered_map<uintptr_t, CodeEntry> codes_;
     std::unordered_map<uint64_t, NativeEntry> natives_;  // by pc
     Symbolizer symbolizer_;
