@@ -2,6 +2,10 @@
 
     python -m benchmarks.ab WORKLOAD MODE RATE_HZ PAIRS SEGMENT_S [SEED]
 
+MODE is spprof's (cpu, wall), or "signal": no spprof, the workload thread's CPU-clock timer at
+RATE_HZ into an empty C handler (benchmarks/empty_signal.c), what the kernel's timer and signal
+delivery alone cost the same workload measured the same way.
+
 One process runs PAIRS pairs of segments of the same work (about SEGMENT_S of CPU each, the
 workload's size calibrated first), one segment of each pair unprofiled and the other with spprof
 started just before it and stopped just after, in a random order per pair. A segment's cost is
@@ -22,12 +26,16 @@ Prints one JSON line.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import spprof
@@ -57,6 +65,27 @@ def _calibrate(func: Callable[[int], object], segment_s: float) -> int:
         size *= 2
 
 
+class EmptySignal:
+    """benchmarks/empty_signal.c, built into a temporary directory and loaded: start() arms
+    the calling thread's CPU-clock timer, stop() deletes it and gives the signals handled."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory()
+        lib = Path(self._dir.name) / "empty_signal.so"
+        src = Path(__file__).resolve().parent / "empty_signal.c"
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+        self._lib = ctypes.CDLL(str(lib), use_errno=True)
+        self._lib.es_arm.argtypes = [ctypes.c_long]
+        self._lib.es_disarm.restype = ctypes.c_long
+
+    def start(self, interval_ns: int) -> None:
+        if self._lib.es_arm(interval_ns) != 0:
+            raise OSError(ctypes.get_errno(), "empty_signal: could not arm the timer")
+
+    def stop(self) -> int:
+        return int(self._lib.es_disarm())
+
+
 def bootstrap_median(values: list[float], rng: random.Random, n: int = 2000) -> tuple:
     """The median and its 2.5-97.5 % bootstrap interval."""
     meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
@@ -68,6 +97,7 @@ def run(workload: str, mode: str, rate_hz: int, pairs: int, segment_s: float, se
     size = _calibrate(func, segment_s)
     func(size)  # warm-up
     rng = random.Random(seed)
+    empty = EmptySignal() if mode == "signal" else None
     off: list[float] = []
     on: list[float] = []
     on_main: list[float] = []
@@ -85,7 +115,10 @@ def run(workload: str, mode: str, rate_hz: int, pairs: int, segment_s: float, se
                 off.append(float(time.process_time_ns() - c0))
                 continue
             before = _tasks()
-            spprof.start(interval_ms=1000.0 / rate_hz, mode=mode)
+            if empty is not None:
+                empty.start(1_000_000_000 // rate_hz)
+            else:
+                spprof.start(interval_ms=1000.0 / rate_hz, mode=mode)
             ours = sorted(_tasks() - before)
             time.sleep(0.02)  # the new threads' first pass is a per-session cost, not per segment
             t0 = {t: _task_cpu_ns(t) for t in ours}
@@ -94,8 +127,11 @@ def run(workload: str, mode: str, rate_hz: int, pairs: int, segment_s: float, se
             process = float(time.process_time_ns() - c0)
             threads = float(sum(_task_cpu_ns(t) - t0[t] for t in ours))
             main = process - threads  # the program's threads: the process less spprof's own
-            st: dict[str, Any] = spprof.stats()
-            spprof.stop()
+            if empty is not None:
+                st: dict[str, Any] = {"signals": empty.stop()}
+            else:
+                st = spprof.stats()
+                spprof.stop()
             on_main.append(main)
             on_threads.append(max(threads, 0.0))
             on.append(main + max(threads, 0.0))
