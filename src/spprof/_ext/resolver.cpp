@@ -206,8 +206,8 @@ uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter, FileReadGate* 
 
 size_t Resolver::memory_bytes() const {
     // O(1): the drain asks every pass.
-    return kRecentFrames * sizeof(RecentFrame) + strings_.memory_bytes() + codes_.size() * 160 + instr_entries_ * 40 + natives_.size() * 48 +
-           frames_.size() * (sizeof(FrameInfo) + 48);
+    return kRecentFrames * sizeof(RecentFrame) + strings_.memory_bytes() + codes_.size() * 160 +
+           instr_entries_ * 40 + natives_.size() * 48 + frames_.size() * (sizeof(FrameInfo) + 48);
 }
 
 }  // namespace spprof
