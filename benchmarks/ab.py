@@ -3,8 +3,8 @@
     python -m benchmarks.ab WORKLOAD MODE RATE_HZ PAIRS SEGMENT_S [SEED]
 
 MODE is spprof's (cpu, wall), or "signal": no spprof, the workload thread's CPU-clock timer at
-RATE_HZ into an empty C handler (benchmarks/empty_signal.c), what the kernel's timer and signal
-delivery alone cost the same workload measured the same way.
+RATE_HZ into an empty C handler (ks_arm in benchmarks/kernel_signal.c): what the kernel's timer
+and signal delivery alone cost the same workload, measured the same way.
 
 One process runs PAIRS pairs of segments of the same work (about SEGMENT_S of CPU each, the
 workload's size calibrated first), one segment of each pair unprofiled and the other with spprof
@@ -31,7 +31,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import spprof
+from benchmarks import kernel
 from benchmarks.workloads import WORKLOADS
 
 
@@ -66,24 +66,25 @@ def _calibrate(func: Callable[[int], object], segment_s: float) -> int:
 
 
 class EmptySignal:
-    """benchmarks/empty_signal.c, built into a temporary directory and loaded: start() arms
-    the calling thread's CPU-clock timer, stop() deletes it and gives the signals handled."""
+    """benchmarks/kernel_signal.c as a shared library in a temporary directory: start() arms
+    the calling thread's CPU-clock timer into its empty handler, stop() deletes it and gives
+    the signals handled."""
 
     def __init__(self) -> None:
         self._dir = tempfile.TemporaryDirectory()
-        lib = Path(self._dir.name) / "empty_signal.so"
-        src = Path(__file__).resolve().parent / "empty_signal.c"
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+        lib = Path(self._dir.name) / "kernel_signal.so"
+        if not kernel.build(lib, shared=True):
+            raise RuntimeError("the signal mode needs a C compiler (cc or gcc)")
         self._lib = ctypes.CDLL(str(lib), use_errno=True)
-        self._lib.es_arm.argtypes = [ctypes.c_long]
-        self._lib.es_disarm.restype = ctypes.c_long
+        self._lib.ks_arm.argtypes = [ctypes.c_int, ctypes.c_long]
+        self._lib.ks_disarm.restype = ctypes.c_long
 
     def start(self, interval_ns: int) -> None:
-        if self._lib.es_arm(interval_ns) != 0:
-            raise OSError(ctypes.get_errno(), "empty_signal: could not arm the timer")
+        if self._lib.ks_arm(1, interval_ns) != 0:
+            raise OSError(ctypes.get_errno(), "kernel_signal: could not arm the timer")
 
     def stop(self) -> int:
-        return int(self._lib.es_disarm())
+        return int(self._lib.ks_disarm())
 
 
 def bootstrap_median(values: list[float], rng: random.Random, n: int = 2000) -> tuple:

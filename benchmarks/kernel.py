@@ -22,13 +22,24 @@ from typing import Any
 SOURCE = Path(__file__).resolve().parent / "kernel_signal.c"
 
 
-def measure(smoke: bool = False) -> dict[str, Any]:
+def build(out: Path, shared: bool = False) -> bool:
+    """kernel_signal.c compiled to `out` (a shared library for ctypes with `shared`); False
+    when there is no C compiler."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        return {"skipped": "no C compiler"}
+        return False
+    extra = ["-shared", "-fPIC"] if shared else []
+    subprocess.run(
+        [cc, "-O2", *extra, "-o", str(out), str(SOURCE)], check=True, capture_output=True
+    )
+    return True
+
+
+def measure(smoke: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         exe = str(Path(tmp) / "kernel_signal")
-        subprocess.run([cc, "-O2", "-o", exe, str(SOURCE)], check=True, capture_output=True)
+        if not build(Path(exe)):
+            return {"skipped": "no C compiler"}
 
         def run(*args: object) -> dict[str, Any]:
             out = subprocess.run(

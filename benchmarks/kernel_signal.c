@@ -9,13 +9,17 @@
  * to this thread with an empty SA_SIGINFO handler (send + signal frame set-up, including the
  * FPU/AVX state, + handler + rt_sigreturn). Delivery = handler - ignored.
  * timer: the same fixed amount of spinning, alternately with no timer and with a
- * timer at HZ that signals this thread (SIGEV_THREAD_ID, empty handler); cost per expiry =
+ * timer at HZ that signals this thread (SIGEV_THREAD_ID, empty handler: ks_arm); cost per expiry =
  * (CPU with - CPU without) / signals. `cpu`: a thread CPU-clock timer, what spprof arms; it
  * expires only on the scheduler tick (250 Hz here), so few signals and a poor resolution.
  * `mono`: a CLOCK_MONOTONIC hrtimer, which resolves at 10 kHz but pays its own interrupt (in a
  * VM, a timer exit) that the CPU-clock timer, checked in the tick that happens anyway, does not.
  * Every figure is the minimum over REPEATS: load from other processes only ever adds.
- * Prints one JSON line. */
+ * Prints one JSON line.
+ *
+ * Built as a shared library (cc -O2 -shared -fPIC), ks_arm/ks_disarm are what
+ * benchmarks/ab.py's "signal" mode arms in place of spprof: the kernel's share alone, measured
+ * on a real workload. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -77,34 +81,55 @@ static uint64_t spin_ns(long iters) {
     return thread_cpu_ns() - t0;
 }
 
-static int timer_mode(int cpu_clock, long hz, long iters, int repeats) {
+static timer_t g_timer;
+static struct sigaction g_old;
+
+/* The calling thread's timer (its CPU clock, or CLOCK_MONOTONIC) every interval_ns into the
+ * empty SIGPROF handler (the old one kept for ks_disarm); the signal count starts at 0.
+ * Returns 0, or -1 with errno set. */
+int ks_arm(int cpu_clock, long interval_ns) {
+    sigaction(SIGPROF, NULL, &g_old);
     set_handler(0);
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = SIGPROF;
     sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-    timer_t timer;
-    if (timer_create(cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &sev, &timer) != 0) {
-        perror("timer_create");
-        return 1;
-    }
-    struct itimerspec on, off;
+    if (timer_create(cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &sev, &g_timer) != 0) return -1;
+    struct itimerspec on;
     memset(&on, 0, sizeof on);
-    memset(&off, 0, sizeof off);
-    on.it_interval.tv_nsec = 1000000000L / hz;
+    on.it_interval.tv_sec = interval_ns / 1000000000L;
+    on.it_interval.tv_nsec = interval_ns % 1000000000L;
     on.it_value = on.it_interval;
+    g_signals = 0;
+    if (timer_settime(g_timer, 0, &on, NULL) == 0) return 0;
+    timer_delete(g_timer);
+    sigaction(SIGPROF, &g_old, NULL);
+    return -1;
+}
+
+/* Deletes ks_arm's timer and puts SIGPROF's handler back; returns the signals handled since.
+ * A signal of the timer still pending is delivered as the call returns, before the handler
+ * goes (it is directed at this thread). */
+long ks_disarm(void) {
+    timer_delete(g_timer);
+    sigaction(SIGPROF, &g_old, NULL);
+    return g_signals;
+}
+
+static int timer_mode(int cpu_clock, long hz, long iters, int repeats) {
     double best_off = 1e30, best_on = 1e30;
     long signals_at_best = 0;
     spin_ns(iters); /* warm-up */
     for (int r = 0; r < repeats; r++) {
         double a = (double)spin_ns(iters);
         if (a < best_off) best_off = a;
-        g_signals = 0;
-        timer_settime(timer, 0, &on, NULL);
+        if (ks_arm(cpu_clock, 1000000000L / hz) != 0) {
+            perror("timer_create");
+            return 1;
+        }
         double b = (double)spin_ns(iters);
-        timer_settime(timer, 0, &off, NULL);
-        long s = g_signals;
+        long s = ks_disarm();
         if (b < best_on) {
             best_on = b;
             signals_at_best = s;
