@@ -3,10 +3,10 @@
 // Each record names its thread by slot (or by kernel tid only); the profile names it by
 // record id, which outlives the slot. A record gets its stack from the StackBuilder, except
 // an idle or runnable record without frames (wall mode: the thread blocked, or waited for a
-// CPU, since its last stack), which reuses the thread's last stack; when such an idle record
-// continues the thread's latest row (idle, that stack, its time right after the row's), it is
-// folded into that row (StackStore::fold_into) instead of taking one: a blocked thread costs
-// one row per wait, not one per census. Over the memory limit, records are counted and
+// CPU, since its last stack), which reuses the thread's last stack; when an idle record (that
+// one, or a walk's with the same stack) continues the thread's latest row (idle, that stack,
+// its time right after the row's), it is folded into that row (StackStore::fold_into) instead
+// of taking one: a blocked or polling thread costs one row per wait, not one per census. Over the memory limit, records are counted and
 // dropped, except folds: they take no memory and are kept. Drain thread or stop(), GIL held (the resolver). Also the
 // thread registry's RingSink: an ended thread's ring is emptied before it is reused.
 //
