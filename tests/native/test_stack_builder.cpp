@@ -171,3 +171,152 @@ TEST(stack_builder_eval_call_entering_or_leaving_is_interpreter_code) {
     Record torn({py(1, true), py(0, true)}, {151, 21, 161, 171, 31}, kSampleTruncated);
     CHECK(same(b.build(torn.hdr, torn.frames(), t), {kTruncated, 1000, 5020, 1001}));
 }
+
+namespace {
+
+// Names Python frames by code and offset, counting what it is asked; a code in `unknown` is
+// not named (the resolver's kUnknownFrame, 0, configured below).
+class CountingNamer final : public FrameNamer {
+public:
+    uint32_t python_frame(const RawFrame& raw) override {
+        ++asked;
+        for (uint64_t u : unknown)
+            if (raw.code == u) return 0;
+        return 1000 + static_cast<uint32_t>(raw.code) * 64 + raw.instr;
+    }
+    uint32_t native_frame(uint64_t pc, bool* interpreter) override {
+        *interpreter = false;
+        return 500000 + static_cast<uint32_t>(pc);
+    }
+    int asked = 0;
+    std::vector<uint64_t> unknown;
+};
+
+StackBuilder memo_builder() {
+    StackBuilder b(StackBuilderConfig{kTruncated, kNoPython, false, 0});
+    EvalRanges r;
+    r.count = 1;
+    r.lo[0] = kEvalLo;
+    r.hi[0] = kEvalHi;
+    b.set_eval_ranges(r);
+    return b;
+}
+
+// A stack of `depth` frames, leaf first: codes 10.. from the root, the leaf at offset `leaf_instr`.
+std::vector<RawFrame> deep(uint32_t depth, uint32_t leaf_instr = 0) {
+    std::vector<RawFrame> f;
+    for (uint32_t i = depth; i-- > 0;) f.push_back(RawFrame{10 + i, 0, 7});
+    f.front().instr = leaf_instr;
+    return f;
+}
+
+}  // namespace
+
+TEST(stack_builder_a_record_sharing_its_root_side_names_only_the_rest) {
+    CountingNamer n;
+    StackBuilder b = memo_builder();
+    Record first(deep(200, 3), {});
+    const std::vector<uint32_t> whole = b.build(first.hdr, first.frames(), n);
+    CHECK_EQ(n.asked, 200);
+    // The same record again: nothing asked, the same stack.
+    n.asked = 0;
+    CHECK(same(b.build(first.hdr, first.frames(), n), whole));
+    CHECK_EQ(n.asked, 0);
+    // The leaf moved on in its function: one frame asked.
+    Record moved(deep(200, 5), {});
+    const std::vector<uint32_t>& m = b.build(moved.hdr, moved.frames(), n);
+    CHECK_EQ(n.asked, 1);
+    CHECK_EQ(m.back(), 1000u + (10 + 199) * 64 + 5);
+    CHECK(std::equal(m.begin(), m.end() - 1, whole.begin()));
+    // Two calls deeper: the two new frames and the caller whose offset changed are asked.
+    n.asked = 0;
+    std::vector<RawFrame> deeper = deep(202, 0);
+    Record d(deeper, {});
+    CHECK_EQ(b.build(d.hdr, d.frames(), n).size(), 202u);
+    CHECK_EQ(n.asked, 3);
+    // Back up to depth 150: every frame shared, nothing asked.
+    n.asked = 0;
+    std::vector<RawFrame> up(deeper.end() - 150, deeper.end());
+    Record u(up, {});
+    const std::vector<uint32_t>& us = b.build(u.hdr, u.frames(), n);
+    CHECK_EQ(n.asked, 0);
+    CHECK(std::equal(us.begin(), us.end(), whole.begin()));
+    // Another root: nothing is shared, every frame asked.
+    n.asked = 0;
+    std::vector<RawFrame> other = deep(150);
+    other.back().code = 9;
+    Record o(other, {});
+    b.build(o.hdr, o.frames(), n);
+    CHECK_EQ(n.asked, 150);
+}
+
+TEST(stack_builder_asks_again_for_unknown_and_synthetic_frames) {
+    CountingNamer n;
+    n.unknown = {50};
+    StackBuilder b = memo_builder();
+    std::vector<RawFrame> f = deep(60);
+    f.insert(f.begin(), RawFrame{spprof::kThreadNameFrameCode, 0, 0});  // a thread's name at the leaf
+    f.push_back(RawFrame{spprof::kGcFrameCode, 0, 0});                  // synthetic at the root
+    Record r(f, {});
+    b.build(r.hdr, r.frames(), n);
+    CHECK_EQ(n.asked, 62);
+    // Once its code is named (proven live), the unknown frame gets its name.
+    n.asked = 0;
+    n.unknown.clear();
+    const std::vector<uint32_t>& s = b.build(r.hdr, r.frames(), n);
+    CHECK_EQ(n.asked, 3);  // the <GC> root, the frame of code 50, the thread's name
+    CHECK_EQ(s[1 + 40], 1000u + 50 * 64);  // code 50: after <GC> and codes 10-49
+}
+
+TEST(stack_builder_memo_keeps_the_truncated_marker_apart) {
+    CountingNamer n;
+    StackBuilder b = memo_builder();
+    Record plain(deep(20), {});
+    Record cut(deep(20), {}, kSampleTruncated);
+    const std::vector<uint32_t> p = b.build(plain.hdr, plain.frames(), n);
+    const std::vector<uint32_t>& c = b.build(cut.hdr, cut.frames(), n);
+    CHECK_EQ(n.asked, 20);
+    CHECK_EQ(c.size(), 21u);
+    CHECK_EQ(c[0], kTruncated);
+    CHECK(std::equal(c.begin() + 1, c.end(), p.begin()));
+    CHECK(same(b.build(plain.hdr, plain.frames(), n), p));
+    CHECK_EQ(n.asked, 20);
+}
+
+TEST(stack_builder_with_memo_builds_what_a_fresh_builder_builds) {
+    // 5,000 records of a random walk (calls, returns, the leaf moving on, a few unknown codes,
+    // now and then a record with native frames, a truncated one, one without frames): each
+    // stack equals what a builder that never saw a record before builds from it.
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    auto next = [&seed](uint32_t bound) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        return static_cast<uint32_t>(seed % bound);
+    };
+    CountingNamer n;
+    n.unknown = {17, 23};
+    StackBuilder b = memo_builder();
+    std::vector<RawFrame> stack = deep(30);  // leaf first
+    int checked = 0;
+    for (int i = 0; i < 5000; ++i) {
+        const uint32_t op = next(10);
+        if (op < 3 && stack.size() < 300) {
+            stack.insert(stack.begin(), RawFrame{4 + next(40), next(8), next(2)});
+        } else if (op < 6 && stack.size() > 1) {
+            stack.erase(stack.begin());
+        } else if (!stack.empty()) {
+            stack.front().instr = next(8) | (next(4) == 0 ? kInstrEntryFlag : 0u);
+        }
+        std::vector<uint64_t> pcs;
+        if (next(20) == 0) pcs = {150, 40, 160};
+        const uint32_t flags = next(15) == 0 ? kSampleTruncated : 0u;
+        Record r(next(50) == 0 ? std::vector<RawFrame>{} : stack, pcs, flags);
+        const std::vector<uint32_t> got = b.build(r.hdr, r.frames(), n);
+        StackBuilder fresh = memo_builder();
+        CountingNamer m;
+        m.unknown = n.unknown;
+        checked += same(got, fresh.build(r.hdr, r.frames(), m)) ? 1 : 0;
+    }
+    CHECK_EQ(checked, 5000);
+}

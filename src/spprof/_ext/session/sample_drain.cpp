@@ -31,7 +31,8 @@ SampleDrain::SampleDrain(const SessionConfig& config, SessionThreads& threads, R
       keepalive_(keepalive),
       counters_(counters),
       namer_(resolver),
-      builder_(StackBuilderConfig{Resolver::kTruncatedFrame, Resolver::kNoPythonFrame, config.interpreter_frames}) {}
+      builder_(StackBuilderConfig{Resolver::kTruncatedFrame, Resolver::kNoPythonFrame, config.interpreter_frames,
+                                  Resolver::kUnknownFrame}) {}
 
 void SampleDrain::slot_taken(uint32_t slot) {
     if (last_stack_.size() <= slot) last_stack_.resize(slot + 1, kNoStack);
@@ -83,6 +84,16 @@ void SampleDrain::fold(size_t row, uint32_t serial, uint32_t id, const RawSample
 uint32_t SampleDrain::stack_of_idle(uint32_t serial, uint32_t flags) const {
     const uint32_t wait = (flags & kSampleAtWait) ? wait_stack_[serial] : kNoStack;
     return wait != kNoStack ? wait : last_stack_[serial];
+}
+
+uint32_t SampleDrain::intern_stack(const std::vector<uint32_t>& ids) {
+    // Most records of a thread repeat the stack of the one before (a loop on one line): the
+    // store's hash of the whole stack is skipped for them. Stacks are never removed from the
+    // store, so the id stays right for the session.
+    if (last_built_stack_ != kNoStack && ids == last_built_) return last_built_stack_;
+    last_built_ = ids;
+    last_built_stack_ = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));
+    return last_built_stack_;
 }
 
 bool SampleDrain::drain_all(bool over_limit, SymbolReads* reads) {
@@ -174,8 +185,7 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
                 --counters_.records;
                 return false;
             }
-            const std::vector<uint32_t>& ids = *built;
-            stack = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));
+            stack = intern_stack(*built);
             // A walk that finds the thread blocked where its latest row waits continues that
             // row: a thread that wakes and blocks again on the same line (a contended lock, the
             // GIL after a release of many threads) keeps one row, not one per walk.

@@ -57,7 +57,7 @@ public:
         return (last_stack_.capacity() + wait_stack_.capacity() + cpu_stack_.capacity()) * sizeof(uint32_t) +
                last_flags_.capacity() +
                cpu_flags_.capacity() + (last_ts_.capacity() + cpu_ts_.capacity()) * sizeof(uint64_t) +
-               last_row_.capacity() * sizeof(size_t);
+               last_row_.capacity() * sizeof(size_t) + last_built_.capacity() * sizeof(uint32_t);
     }
 
 private:
@@ -128,6 +128,10 @@ private:
     // The stack a depth-0 record of the thread in `serial` reuses: its last, or for a wait's
     // end its latest idle record's (its last when it has none).
     uint32_t stack_of_idle(uint32_t serial, uint32_t flags) const;
+    // The stack id of `ids` (a built stack), interned unless it repeats the last one built.
+    uint32_t intern_stack(const std::vector<uint32_t>& ids);
+    std::vector<uint32_t> last_built_;
+    uint32_t last_built_stack_ = 0xFFFFFFFFu;
     bool over_limit_ = false;
 };
 

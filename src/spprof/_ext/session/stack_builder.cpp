@@ -1,10 +1,14 @@
 // stack_builder.cpp: records -> stacks of frame ids, with native/Python interleaving (see stack_builder.h).
 #include "stack_builder.h"
 
+#include <cstring>
+
 namespace spprof {
 
 StackBuilder::StackBuilder(const StackBuilderConfig& config) : config_(config) {
     stack_.reserve(kMaxPythonFrames + 1);
+    memo_raw_.reserve(kMaxPythonFrames);
+    memo_ids_.reserve(kMaxPythonFrames);
 }
 
 const std::vector<uint32_t>& StackBuilder::build(const RawSampleHeader& hdr, const RawFrame* frames,
@@ -15,12 +19,37 @@ const std::vector<uint32_t>& StackBuilder::build(const RawSampleHeader& hdr, con
     } else {
         stack_.clear();
         if (hdr.flags & kSampleTruncated) stack_.push_back(config_.truncated_frame);
-        for (uint32_t i = depth; i-- > 0;) stack_.push_back(namer.python_frame(frames[i]));
+        build_python(frames, depth, namer);
     }
     // A thread caught with no Python frame at all (starting, ending, or C code between
     // two callbacks): its time is real, so it is kept under a frame that says so.
     if (stack_.empty()) stack_.push_back(config_.no_python_frame);
     return stack_;
+}
+
+void StackBuilder::build_python(const RawFrame* frames, uint32_t depth, FrameNamer& namer) {
+    // How many root-side frames this record shares with the previous one (byte for byte).
+    const uint32_t prev = static_cast<uint32_t>(memo_raw_.size());
+    uint32_t shared = 0;
+    while (shared < depth && shared < prev &&
+           std::memcmp(&frames[depth - 1 - shared], &memo_raw_[prev - 1 - shared], sizeof(RawFrame)) == 0)
+        ++shared;
+    // Root first: the shared frames' ids from the memo, the rest from the namer.
+    const size_t base = stack_.size();
+    for (uint32_t j = 0; j < depth; ++j) {
+        const RawFrame& raw = frames[depth - 1 - j];
+        const uint32_t kept = j < shared ? memo_ids_[prev - 1 - j] : kNotKept;
+        stack_.push_back(kept != kNotKept ? kept : namer.python_frame(raw));
+    }
+    // This record is the next one's memo (leaf first, as the ring holds it).
+    memo_raw_.assign(frames, frames + depth);
+    memo_ids_.resize(depth);
+    for (uint32_t i = 0; i < depth; ++i) {
+        const uint32_t id = stack_[base + depth - 1 - i];
+        // Synthetic frames (a subinterpreter, <GC>, a thread's name) are named by more than
+        // their raw words; an unknown frame may be named once its code is proven live.
+        memo_ids_[i] = frames[i].code > kThreadNameFrameCode && id != config_.unknown_frame ? id : kNotKept;
+    }
 }
 
 void StackBuilder::build_mixed(const RawSampleHeader& hdr, const RawFrame* frames, uint32_t depth,

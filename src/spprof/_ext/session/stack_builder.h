@@ -4,7 +4,12 @@
 // in the record, become frame ids root first; with native frames (native mode) the two are
 // interleaved in true call order: at each native frame inside the eval loop, the Python
 // frames of that eval call. Frame ids come from a FrameNamer (the resolver in the extension,
-// a fake in tests). PURE: no Python API, no globals, no clock; unit-tested in
+// a fake in tests). A record without native frames asks the namer only for the frames it does
+// not share, from the root, with the previous such record: consecutive records of a deep stack
+// differ near the leaf, and naming 200 frames was most of the drain's cost per record. A raw
+// frame (code, offset, fingerprint) names one frame for the namer's life (the resolver keeps
+// the code objects it named alive), except the namer's unknown frame and the synthetic codes,
+// which are asked again. PURE: no Python API, no globals, no clock; unit-tested in
 // tests/native/test_stack_builder.cpp. Drain thread or stop(), GIL held (for the namer).
 #pragma once
 
@@ -33,6 +38,7 @@ struct StackBuilderConfig {
     uint32_t truncated_frame = 0;  // id standing for the lost root side of a deep or torn stack
     uint32_t no_python_frame = 0;  // id of the one frame of a sample without any frame
     bool interpreter_frames = false;  // keep CPython's own C frames (native mode)
+    uint32_t unknown_frame = 0;       // the namer's id for a frame it could not name: asked again
 };
 
 class StackBuilder {
@@ -51,11 +57,17 @@ public:
 
 private:
     void build_mixed(const RawSampleHeader& hdr, const RawFrame* frames, uint32_t depth, FrameNamer& namer);
+    void build_python(const RawFrame* frames, uint32_t depth, FrameNamer& namer);
 
     StackBuilderConfig config_;
     EvalRanges eval_;
     std::vector<uint32_t> stack_;   // the result, root first
     std::vector<uint32_t> native_;  // leaf-first frame ids while interleaving
+    // The previous record without native frames: its frames and their ids, leaf first
+    // (kNotKept where the namer must be asked again).
+    static constexpr uint32_t kNotKept = 0xFFFFFFFFu;
+    std::vector<RawFrame> memo_raw_;
+    std::vector<uint32_t> memo_ids_;
 };
 
 }  // namespace spprof
