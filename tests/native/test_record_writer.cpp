@@ -127,7 +127,7 @@ TEST(foreign_write_takes_the_turn_and_needs_an_attached_thread) {
     CHECK(ctx.ring_->empty());  // only the first write landed
 }
 
-TEST(a_ring_over_a_quarter_full_asks_for_a_drain_once) {
+TEST(a_ring_without_weights_asks_for_a_drain_once_over_a_quarter_full) {
     (void)record_take_drain_request();
     RingBuffer ring(1 << 16);
     std::vector<RawFrame> frames(100);
@@ -138,4 +138,35 @@ TEST(a_ring_over_a_quarter_full_asks_for_a_drain_once) {
     while (ring.used() <= ring.capacity() / 4) CHECK(write_record(ring, h, frames.data(), nullptr));
     CHECK(record_take_drain_request());
     CHECK(!record_take_drain_request());  // taken
+}
+
+namespace {
+
+// Records of `depth` frames weighing `weight_ns` each, written into a fresh 256 KiB ring
+// until one asks for a drain: how many were written then.
+size_t records_until_a_drain_is_asked(uint32_t depth, uint64_t weight_ns) {
+    (void)record_take_drain_request();
+    RingBuffer ring(1 << 18);
+    std::vector<RawFrame> frames(depth);
+    RawSampleHeader h{};
+    h.depth = static_cast<uint16_t>(depth);
+    h.weight_ns = weight_ns;
+    for (size_t n = 1; write_record(ring, h, frames.data(), nullptr); ++n)
+        if (record_take_drain_request()) return n;
+    return 0;
+}
+
+}  // namespace
+
+TEST(a_ring_asks_for_a_drain_when_it_would_fill_within_the_headroom) {
+    // In the ring a record takes its bytes and an 8-byte header. 200-frame records (3,240
+    // bytes) at 4 ms: 80 fit, 320 ms; the ring asks once the room left is under 200 ms of them
+    // (162,000 bytes), at the 31st record, not at a quarter full (the 21st) as before.
+    CHECK_EQ(records_until_a_drain_is_asked(200, 4000000), 31u);
+    // At 1 ms the ring holds 80 ms of them: the first record asks.
+    CHECK_EQ(records_until_a_drain_is_asked(200, 1000000), 1u);
+    // 20-frame records (368 bytes in the ring) at 10 ms: half full comes first, at the 357th.
+    CHECK_EQ(records_until_a_drain_is_asked(20, 10000000), 357u);
+    // A weight over a second counts as one: still asked at half full.
+    CHECK_EQ(records_until_a_drain_is_asked(20, 60000000000ull), 357u);
 }

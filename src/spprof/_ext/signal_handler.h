@@ -120,8 +120,9 @@ bool capture_quiescent();
 const ThreadTable* capture_gate_enter();
 void capture_gate_leave();
 
-// Drain thread. True once since the last call if a capture left its ring over a quarter
-// full: the drain, which otherwise takes the GIL only every few periods, should run now.
+// Drain thread. True once since the last call if a capture asked for a drain (its ring would
+// fill within 200 ms at its rate, or is half full: record_ring_wants_drain): the drain, which
+// otherwise takes the GIL only every few periods, should run now.
 bool capture_take_drain_request();
 
 CaptureStats capture_stats();

@@ -9,7 +9,7 @@
 namespace spprof {
 namespace {
 
-// Set by a writer that left its ring over a quarter full; taken by the drain thread.
+// Set by a writer whose ring wants a drain (record_ring_wants_drain); taken by the drain thread.
 std::atomic<bool> g_drain_wanted{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "set from signal handlers");
 
@@ -36,8 +36,9 @@ bool write_record(RingBuffer& ring, const RawSampleHeader& header, const RawFram
         off += depth * sizeof(RawFrame);
     }
     if (native != 0) std::memcpy(p + off, native_pcs, native * sizeof(uint64_t));
-    ring.commit(sample_record_bytes(depth, native));
-    if (record_ring_over_quarter(ring)) record_request_drain();
+    const size_t bytes = sample_record_bytes(depth, native);
+    ring.commit(bytes);
+    if (record_ring_wants_drain(ring, bytes, h.weight_ns)) record_request_drain();
     return true;
 }
 

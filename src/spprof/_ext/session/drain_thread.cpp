@@ -16,7 +16,7 @@ namespace spprof {
 
 namespace {
 
-// Drain periods a pass may be put off while no ring is over a quarter full (250 ms at 50 ms).
+// Drain periods a pass may be put off while no capture asked for one (250 ms at 50 ms).
 constexpr uint32_t kMaxIdlePeriods = 5;
 
 }  // namespace
@@ -64,7 +64,7 @@ void* DrainThread::main(void* arg) {
     const auto period = std::chrono::milliseconds(self->period_ms_);
     // Each pass takes the GIL from the running program (a hand-off, two context switches, a
     // thread scan): with the rings far from full, wait up to kMaxIdlePeriods periods between
-    // passes. A capture that fills its ring past a quarter, or an application that replaced
+    // passes. A capture whose ring would fill within 200 ms, or an application that replaced
     // our signal handler, gets a pass at the next wake-up.
     uint32_t idle_periods = 0;
     bool again = false;  // the last pass left work that is now done: the next pass at once
@@ -105,7 +105,13 @@ void* DrainThread::main(void* arg) {
         if (!stopping && serve) control_wake_serve();
         if (!stopping && tick) python_tick_serve();
         if (!stopping && timer) python_drain_timer().call("drain timer");
-        if (!stopping && pass) self->pass_(self->pass_arg_);
+        if (!stopping && pass) {
+            self->pass_(self->pass_arg_);
+            // Asked while this pass waited for the GIL or ran: its rings were read since. A
+            // ring still filling fast asks again with its next record; taken here, the flag
+            // made every other wake-up a pass with a few records to drain.
+            (void)capture_take_drain_request();
+        }
         saved = PyEval_SaveThread();
         // Each call does what the pass before it queued, and a pass queues a file once
         // (symbol_reads.h): `again` cannot hold the loop.

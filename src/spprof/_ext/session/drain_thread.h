@@ -2,7 +2,7 @@
 //
 // Started by start(), joined by stop(). It holds its own thread state (tstate(), excluded
 // from sampling and invisible to threading) and wakes every period, but takes the GIL for a
-// pass only when a capture left its ring over a quarter full, when the application replaced
+// pass only when a capture asked for one (its ring would fill within 200 ms: record_writer.h), when the application replaced
 // our sampling-signal handler, or at the latest every kMaxIdlePeriods-th wake-up: each pass
 // costs the running program a GIL hand-off and the drain a thread scan. Every wake-up, GIL or not, puts the
 // fault guard back in front of a SIGSEGV/SIGBUS handler the program installed meanwhile,
