@@ -73,6 +73,8 @@ class SessionStats(Mapping[str, Any]):
     idle_folded_over_limit: Optional[int] = None
     sample_rows: Optional[int] = None
     records_unknown_thread: Optional[int] = None
+    records_root_shared: Optional[int] = None
+    records_without_base: Optional[int] = None
     unknown_frames: Optional[int] = None
     distinct_stacks: Optional[int] = None
     distinct_frames: Optional[int] = None

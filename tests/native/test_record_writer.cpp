@@ -159,14 +159,14 @@ size_t records_until_a_drain_is_asked(uint32_t depth, uint64_t weight_ns) {
 }  // namespace
 
 TEST(a_ring_asks_for_a_drain_when_it_would_fill_within_the_headroom) {
-    // In the ring a record takes its bytes and an 8-byte header. 200-frame records (3,240
+    // In the ring a record takes its bytes and an 8-byte header. 200-frame records (3,248
     // bytes) at 4 ms: 80 fit, 320 ms; the ring asks once the room left is under 200 ms of them
-    // (162,000 bytes), at the 31st record, not at a quarter full (the 21st) as before.
+    // (162,400 bytes), at the 31st record, not at a quarter full (the 21st) as before.
     CHECK_EQ(records_until_a_drain_is_asked(200, 4000000), 31u);
     // At 1 ms the ring holds 80 ms of them: the first record asks.
     CHECK_EQ(records_until_a_drain_is_asked(200, 1000000), 1u);
-    // 20-frame records (368 bytes in the ring) at 10 ms: half full comes first, at the 357th.
-    CHECK_EQ(records_until_a_drain_is_asked(20, 10000000), 357u);
+    // 20-frame records (376 bytes in the ring) at 10 ms: half full comes first, at the 349th.
+    CHECK_EQ(records_until_a_drain_is_asked(20, 10000000), 349u);
     // A weight over a second counts as one: still asked at half full.
-    CHECK_EQ(records_until_a_drain_is_asked(20, 60000000000ull), 357u);
+    CHECK_EQ(records_until_a_drain_is_asked(20, 60000000000ull), 349u);
 }

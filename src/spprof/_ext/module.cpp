@@ -144,6 +144,8 @@ PyObject* build_stats(const Session* s) {
              put(d, "idle_folded_over_limit", PyLong_FromUnsignedLongLong(c.idle_folded_over_limit)) &&
              put(d, "sample_rows", PyLong_FromSize_t(s->store().row_count())) &&
              put(d, "records_unknown_thread", PyLong_FromUnsignedLongLong(c.unknown_thread)) &&
+             put(d, "records_root_shared", PyLong_FromUnsignedLongLong(c.records_root_shared)) &&
+             put(d, "records_without_base", PyLong_FromUnsignedLongLong(c.records_without_base)) &&
              put(d, "unknown_frames", PyLong_FromUnsignedLongLong(s->resolver().unknown_count())) &&
              put(d, "distinct_stacks", PyLong_FromSize_t(s->store().stack_count())) &&
              put(d, "distinct_frames", PyLong_FromSize_t(s->resolver().frames().size())) &&

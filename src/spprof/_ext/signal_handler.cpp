@@ -331,7 +331,13 @@ bool capture_into(ThreadCtx* ctx, uint64_t weight_ns, const void* ucontext, cons
     hdr.thread_serial = ctx->serial_;
     hdr.flags = (w.truncated ? kSampleTruncated : 0u) | (idle ? kSampleIdle : kSampleOnCpu) |
                 kSampleGilKnown | (has_gil ? kSampleHasGil : 0u);
-    hdr.depth = static_cast<uint16_t>(w.depth);
+    // Only the frames the thread's last record did not have at its root end are kept
+    // (root_share.h); the native pcs move down with them.
+    const uint32_t shared = root_share_encode(frames, w.depth, native_depth, &ctx->share_base_);
+    if (w.depth > ctx->share_deepest_.load(std::memory_order_relaxed))
+        ctx->share_deepest_.store(w.depth, std::memory_order_relaxed);
+    hdr.depth = static_cast<uint16_t>(w.depth - shared);
+    hdr.shared_root = static_cast<uint16_t>(shared);
     // Native pcs follow the Python frames actually kept: after a fault in the Python walk
     // there are none (the unwind never ran).
     hdr.native_depth = static_cast<uint16_t>(native_depth);

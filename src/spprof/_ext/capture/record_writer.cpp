@@ -47,8 +47,12 @@ bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& header, const R
     if (ctx->busy_.exchange(true, std::memory_order_acquire)) return false;
     bool ok = false;
     RingBuffer* ring = ctx->ring_.get();
+    // Written whole: the thread's handler writes its next record whole too (root_share.h).
+    RawSampleHeader h = header;
+    h.shared_root = 0;
+    if (h.depth != 0) root_share_forget(&ctx->share_base_);
     if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached && ring != nullptr)
-        ok = write_record(*ring, header, frames, native_pcs);
+        ok = write_record(*ring, h, frames, native_pcs);
     ctx->busy_.store(false, std::memory_order_release);
     return ok;
 }

@@ -66,8 +66,12 @@ struct RawSampleHeader {
     uint16_t depth;         // RawFrame count that follows, leaf first
     uint16_t native_depth;  // uint64_t return addresses after the frames, leaf first
     uint32_t censuses;      // a wall census's record: the censuses it stands for (0: one)
+    uint16_t shared_root;   // root-side frames of the thread's previous record that complete
+                            // the stored ones (root_share.h); 0 in a record written whole
+    uint16_t reserved16;
+    uint32_t reserved32;
 };
-static_assert(sizeof(RawSampleHeader) == 40, "header layout is part of the ring format");
+static_assert(sizeof(RawSampleHeader) == 48, "header layout is part of the ring format");
 
 inline uint32_t code_fingerprint(int firstlineno, uintptr_t name_ptr) {
     // Cheap, stable while the code object lives; a reused address must also reuse the same

@@ -16,6 +16,7 @@
 
 #include "code_facts.h"
 #include "ringbuffer.h"
+#include "root_share.h"
 
 struct _ts;  // PyThreadState, kept opaque here so platform code needs no Python.h
 
@@ -37,7 +38,9 @@ struct ThreadCtx {
     ThreadCtx(uint32_t serial, uint64_t generation, struct _ts* tstate, uint64_t native_tid,
               unsigned long ident, std::unique_ptr<RingBuffer> ring)
         : serial_(serial), generation_(generation), tstate_(tstate), native_tid_(native_tid),
-          ident_(ident), ring_(std::move(ring)) {}
+          ident_(ident), ring_(std::move(ring)), share_frames_(new RawFrame[kMaxPythonFrames]) {
+        share_base_.frames = share_frames_.get();
+    }
     ThreadCtx(const ThreadCtx&) = delete;
     ThreadCtx& operator=(const ThreadCtx&) = delete;
 
@@ -58,6 +61,13 @@ struct ThreadCtx {
     // session takes it back for the next thread (no capture can reach it then: see
     // SessionThreads::retire).
     std::unique_ptr<RingBuffer> ring_;
+    // The ring's records share their root-side frames with the one before (root_share.h): the
+    // frames of this thread's last record, for its handler's next one. Whoever holds busy_.
+    // Not value-initialised: a thread touches only as many frames as its deepest record had
+    // (share_deepest_, the handler's; read by the session's memory count).
+    std::unique_ptr<RawFrame[]> share_frames_;
+    RootShareBase share_base_;
+    std::atomic<uint32_t> share_deepest_{0};
     std::atomic<bool> busy_{false};  // capture in progress: a nested capture drops instead
     std::atomic<uint64_t> captured_{0};
     std::atomic<uint64_t> dropped_{0};

@@ -111,7 +111,7 @@ public:
     size_t live() const { return live_; }
     size_t quarantined() const { return quarantine_.size(); }
     // Normal context: the table's own memory (ctx objects alive or in quarantine, chunks, the
-    // tid index); rings are counted by their owner.
+    // tid index); rings and the frames a ctx keeps for root sharing are counted by their owner.
     size_t memory_bytes() const {
         return (live_ + quarantine_.size()) * sizeof(ThreadCtx) + owned_chunks_.size() * sizeof(Chunk) +
                kTidSlots * sizeof(uint64_t) + by_slot_.capacity() * sizeof(by_slot_[0]) +

@@ -51,6 +51,24 @@ void SampleDrain::slot_taken(uint32_t slot) {
     cpu_stack_[slot] = kNoStack;
     if (last_row_.size() <= slot) last_row_.resize(slot + 1, kNoRow);
     last_row_[slot] = kNoRow;
+    if (share_base_.size() <= slot) share_base_.resize(slot + 1);
+    share_bytes_ -= share_base_[slot].capacity() * sizeof(RawFrame);
+    std::vector<RawFrame>().swap(share_base_[slot]);  // the new thread's first record is whole
+}
+
+const RawSampleHeader* SampleDrain::whole_record(const RawSampleHeader* hdr, const RawFrame** frames) {
+    // Every record with frames passes here, in ring order, whatever happens to it next (folded,
+    // dropped over the limit, naming no known thread): the base must follow the writer's.
+    if (hdr->depth == 0 && hdr->shared_root == 0) return hdr;
+    const uint32_t slot = hdr->thread_serial;
+    if (share_base_.size() <= slot) share_base_.resize(slot + 1);
+    std::vector<RawFrame>& base = share_base_[slot];
+    const size_t had = base.capacity();
+    if (!root_share_decode(*hdr, *frames, &base, &whole_hdr_, &whole_frames_)) ++counters_.records_without_base;
+    share_bytes_ += (base.capacity() - had) * sizeof(RawFrame);
+    if (hdr->shared_root != 0) ++counters_.records_root_shared;
+    *frames = whole_frames_.data();
+    return &whole_hdr_;
 }
 
 size_t SampleDrain::fold_target(uint32_t serial, uint32_t id, uint32_t flags, uint32_t stack,
@@ -122,8 +140,9 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
     size_t size = 0;
     while (const void* rec = ring->peek(&size)) {
         ++counters_.records;
-        const auto* hdr = static_cast<const RawSampleHeader*>(rec);
-        const auto* frames = reinterpret_cast<const RawFrame*>(hdr + 1);
+        const auto* stored = static_cast<const RawSampleHeader*>(rec);
+        const auto* frames = reinterpret_cast<const RawFrame*>(stored + 1);
+        const RawSampleHeader* hdr = whole_record(stored, &frames);
         // The record names its thread by slot; the profile by record id, which outlives the slot.
         const uint32_t id = threads_.record_of_slot(hdr->thread_serial);
         if (id == SessionThreads::kNoRecord) {

@@ -6,7 +6,9 @@
 // CPU, since its last stack), which reuses the thread's last stack; when an idle record (that
 // one, or a walk's with the same stack) continues the thread's latest row (idle, that stack,
 // its time right after the row's), it is folded into that row (StackStore::fold_into) instead
-// of taking one: a blocked or polling thread costs one row per wait, not one per census. Over the memory limit, records are counted and
+// of taking one: a blocked or polling thread costs one row per wait, not one per census. A
+// record that shares its root side with its thread's previous one (capture/root_share.h) is
+// put back whole first (whole_record), whatever happens to it next. Over the memory limit, records are counted and
 // dropped, except folds: they take no memory and are kept. Drain thread or stop(), GIL held (the resolver). Also the
 // thread registry's RingSink: an ended thread's ring is emptied before it is reused.
 //
@@ -23,6 +25,7 @@
 #include "code_keepalive.h"
 #include "../resolver.h"
 #include "../capture/ringbuffer.h"
+#include "../capture/root_share.h"
 #include "session_config.h"
 #include "session_threads.h"
 #include "stack_builder.h"
@@ -57,7 +60,9 @@ public:
         return (last_stack_.capacity() + wait_stack_.capacity() + cpu_stack_.capacity()) * sizeof(uint32_t) +
                last_flags_.capacity() +
                cpu_flags_.capacity() + (last_ts_.capacity() + cpu_ts_.capacity()) * sizeof(uint64_t) +
-               last_row_.capacity() * sizeof(size_t) + last_built_.capacity() * sizeof(uint32_t);
+               last_row_.capacity() * sizeof(size_t) + last_built_.capacity() * sizeof(uint32_t) +
+               share_base_.capacity() * sizeof(std::vector<RawFrame>) + share_bytes_ +
+               whole_frames_.capacity() * sizeof(RawFrame);
     }
 
 private:
@@ -128,6 +133,14 @@ private:
     // The stack a depth-0 record of the thread in `serial` reuses: its last, or for a wait's
     // end its latest idle record's (its last when it has none).
     uint32_t stack_of_idle(uint32_t serial, uint32_t flags) const;
+    // The record `hdr` (frames after it) with the root-side frames it shares with its
+    // thread's previous one put back (root_share.h): `hdr` itself when it has no frames, else
+    // whole_hdr_, with *frames pointed at whole_frames_ (valid until the next call).
+    const RawSampleHeader* whole_record(const RawSampleHeader* hdr, const RawFrame** frames);
+    std::vector<std::vector<RawFrame>> share_base_;  // per slot: the thread's last frames, root first
+    size_t share_bytes_ = 0;                         // their capacity, in bytes
+    RawSampleHeader whole_hdr_{};
+    std::vector<RawFrame> whole_frames_;
     // The stack id of `ids` (a built stack), interned unless it repeats the last one built.
     uint32_t intern_stack(const std::vector<uint32_t>& ids);
     std::vector<uint32_t> last_built_;

@@ -29,6 +29,8 @@ struct SessionCounters {
     uint64_t records = 0;           // records read from rings
     uint64_t dropped_memory = 0;    // records refused by the memory limit
     uint64_t unknown_thread = 0;    // records naming no thread we know
+    uint64_t records_root_shared = 0;   // records that kept only what their last one lacked (root_share.h)
+    uint64_t records_without_base = 0;  // ... whose shared frames the drain did not have: root lost
     uint64_t threads_discovered_by_scan = 0;
     uint64_t threads_ended = 0;
     uint64_t threads_registered = 0;     // every thread the session sampled, ever

@@ -683,11 +683,21 @@ size_t SessionThreads::memory_bytes() const {
     // Rings by the pages they touched: a 256 KiB ring of a thread that wrote two records costs
     // the process 4 KiB, and counting capacity made a burst of short threads look like
     // hundreds of megabytes (and drop every sample at the limit).
-    return table_.memory_bytes() + ring_touched_bytes() + records_.capacity() * sizeof(ThreadRecord) + name_bytes_ +
+    return table_.memory_bytes() + ring_touched_bytes() + share_touched_bytes() +
+           records_.capacity() * sizeof(ThreadRecord) + name_bytes_ +
            (free_records_.capacity() + slot_record_.capacity()) * sizeof(uint32_t) +
            ring_pool_.capacity() * sizeof(ring_pool_[0]) +
            (live_by_tstate_.size() + live_by_tid_.size() + python_by_tid_.size() + refused_.size()) * 4 * sizeof(void*) +  // a node and a bucket each
            os_found_.capacity() * sizeof(OsThread) + prelisted_bytes_ + name_index_.memory_bytes() + python_tids_.memory_bytes() + (ended_tids_.size() + deferred_.size() + deferred_next_.size() + masked_once_.size() + masked_once_next_.size()) * 4 * sizeof(void*);
+}
+
+size_t SessionThreads::share_touched_bytes() const {
+    // The frames each live ctx keeps for root sharing, as deep as its records went.
+    size_t bytes = 0;
+    for (size_t i = 0; i < table_.slot_count(); ++i)
+        if (const ThreadCtx* ctx = table_.at(i))
+            bytes += ctx->share_deepest_.load(std::memory_order_relaxed) * sizeof(RawFrame);
+    return bytes;
 }
 
 size_t SessionThreads::ring_touched_bytes() const {

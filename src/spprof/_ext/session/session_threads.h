@@ -175,6 +175,7 @@ public:
     size_t memory_bytes() const;
     // The pages the rings in use and pooled have touched (part of memory_bytes()).
     size_t ring_touched_bytes() const;
+    size_t share_touched_bytes() const;
 
 private:
     // from_hook: the threading hook, on a thread born in the session: its CPU counts from 0.
