@@ -5,11 +5,24 @@
 // frame-pointer walk, thread registry, deadline loop...) without Python.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 namespace spprof_test {
+
+// The randomised tests' generator (xorshift64): a fixed seed gives the same run every time.
+struct XorShift {
+    uint64_t x;
+    uint64_t next() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x;
+    }
+    uint32_t operator()(uint32_t bound) { return static_cast<uint32_t>(next() % bound); }
+};
 
 struct TestCase {
     const char* name;

@@ -64,6 +64,12 @@ bool same(const std::vector<RawFrame>& a, const std::vector<RawFrame>& b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(RawFrame)) == 0);
 }
 
+// Writes `frames` (no pcs) and reads the record back: it shared `shared` frames and came back whole.
+bool round_trip(Writer& w, Reader& r, const std::vector<RawFrame>& frames, uint32_t shared) {
+    Stored s = write(w, frames, {});
+    return s.hdr.shared_root == shared && r.read(s) && same(r.frames(), frames);
+}
+
 // `depth` frames leaf first; the root is code 1000, the leaf at offset `leaf_instr`.
 std::vector<RawFrame> stack(uint32_t depth, uint32_t leaf_instr = 0) {
     std::vector<RawFrame> f;
@@ -122,10 +128,7 @@ TEST(root_share_a_record_without_frames_leaves_both_bases) {
     CHECK_EQ(idle.hdr.shared_root, 0u);
     CHECK(r.read(idle));
     CHECK_EQ(r.hdr.depth, 0u);
-    Stored next = write(w, stack(50, 1), {});
-    CHECK_EQ(next.hdr.shared_root, 49u);
-    CHECK(r.read(next));
-    CHECK(same(r.frames(), stack(50, 1)));
+    CHECK(round_trip(w, r, stack(50, 1), 49));
 }
 
 TEST(root_share_short_runs_and_forgotten_bases_are_written_whole) {
@@ -144,10 +147,7 @@ TEST(root_share_short_runs_and_forgotten_bases_are_written_whole) {
     std::vector<RawFrame> walked = stack(5);
     census.body = walked;
     CHECK(r.read(census));
-    Stored after = write(w, stack(40, 3), {});
-    CHECK_EQ(after.hdr.shared_root, 0u);
-    CHECK(r.read(after));
-    CHECK(same(r.frames(), stack(40, 3)));
+    CHECK(round_trip(w, r, stack(40, 3), 0));
 }
 
 TEST(root_share_a_missed_record_loses_the_root_never_draws_a_wrong_one) {
@@ -166,23 +166,14 @@ TEST(root_share_a_missed_record_loses_the_root_never_draws_a_wrong_one) {
     // A whole record (after another writer's, say) puts both sides together again.
     root_share_forget(&w.base);
     CHECK(r.read(write(w, stack(10), {})));
-    Stored u = write(w, stack(10, 2), {});
-    CHECK_EQ(u.hdr.shared_root, 9u);
-    CHECK(r.read(u));
-    CHECK(same(r.frames(), stack(10, 2)));
+    CHECK(round_trip(w, r, stack(10, 2), 9));
 }
 
 TEST(root_share_random_walks_read_back_whole) {
     // 20,000 records of a random walk (calls, returns, the leaf moving on, a root change now
     // and then, pcs, records without frames, census walks written whole in between): the
     // reader gets every record back as the writer walked it, and most are stored short.
-    uint64_t seed = 0x243F6A8885A308D3ull;
-    auto next = [&seed](uint32_t bound) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        return static_cast<uint32_t>(seed % bound);
-    };
+    spprof_test::XorShift next{0x243F6A8885A308D3ull};
     Writer w;
     Reader r;
     std::vector<RawFrame> cur = stack(40);

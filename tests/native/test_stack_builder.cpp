@@ -55,8 +55,9 @@ struct Record {
 
 RawFrame py(uint64_t code, bool entry = false) { return RawFrame{code, entry ? kInstrEntryFlag : 0u, 0}; }
 
+// The namer's unknown frame is 0 (CountingNamer below): asked again, never kept.
 StackBuilder builder(bool interpreter_frames = false, bool with_eval = true) {
-    StackBuilder b(StackBuilderConfig{kTruncated, kNoPython, interpreter_frames});
+    StackBuilder b(StackBuilderConfig{kTruncated, kNoPython, interpreter_frames, 0});
     if (with_eval) {
         EvalRanges r;
         r.count = 1;
@@ -192,16 +193,6 @@ public:
     std::vector<uint64_t> unknown;
 };
 
-StackBuilder memo_builder() {
-    StackBuilder b(StackBuilderConfig{kTruncated, kNoPython, false, 0});
-    EvalRanges r;
-    r.count = 1;
-    r.lo[0] = kEvalLo;
-    r.hi[0] = kEvalHi;
-    b.set_eval_ranges(r);
-    return b;
-}
-
 // A stack of `depth` frames, leaf first: codes 10.. from the root, the leaf at offset `leaf_instr`.
 std::vector<RawFrame> deep(uint32_t depth, uint32_t leaf_instr = 0) {
     std::vector<RawFrame> f;
@@ -214,7 +205,7 @@ std::vector<RawFrame> deep(uint32_t depth, uint32_t leaf_instr = 0) {
 
 TEST(stack_builder_a_record_sharing_its_root_side_names_only_the_rest) {
     CountingNamer n;
-    StackBuilder b = memo_builder();
+    StackBuilder b = builder();
     Record first(deep(200, 3), {});
     const std::vector<uint32_t> whole = b.build(first.hdr, first.frames(), n);
     CHECK_EQ(n.asked, 200);
@@ -253,7 +244,7 @@ TEST(stack_builder_a_record_sharing_its_root_side_names_only_the_rest) {
 TEST(stack_builder_asks_again_for_unknown_and_synthetic_frames) {
     CountingNamer n;
     n.unknown = {50};
-    StackBuilder b = memo_builder();
+    StackBuilder b = builder();
     std::vector<RawFrame> f = deep(60);
     f.insert(f.begin(), RawFrame{spprof::kThreadNameFrameCode, 0, 0});  // a thread's name at the leaf
     f.push_back(RawFrame{spprof::kGcFrameCode, 0, 0});                  // synthetic at the root
@@ -270,7 +261,7 @@ TEST(stack_builder_asks_again_for_unknown_and_synthetic_frames) {
 
 TEST(stack_builder_memo_keeps_the_truncated_marker_apart) {
     CountingNamer n;
-    StackBuilder b = memo_builder();
+    StackBuilder b = builder();
     Record plain(deep(20), {});
     Record cut(deep(20), {}, kSampleTruncated);
     const std::vector<uint32_t> p = b.build(plain.hdr, plain.frames(), n);
@@ -287,16 +278,10 @@ TEST(stack_builder_with_memo_builds_what_a_fresh_builder_builds) {
     // 5,000 records of a random walk (calls, returns, the leaf moving on, a few unknown codes,
     // now and then a record with native frames, a truncated one, one without frames): each
     // stack equals what a builder that never saw a record before builds from it.
-    uint64_t seed = 0x9E3779B97F4A7C15ull;
-    auto next = [&seed](uint32_t bound) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        return static_cast<uint32_t>(seed % bound);
-    };
+    spprof_test::XorShift next{0x9E3779B97F4A7C15ull};
     CountingNamer n;
     n.unknown = {17, 23};
-    StackBuilder b = memo_builder();
+    StackBuilder b = builder();
     std::vector<RawFrame> stack = deep(30);  // leaf first
     int checked = 0;
     for (int i = 0; i < 5000; ++i) {
@@ -313,7 +298,7 @@ TEST(stack_builder_with_memo_builds_what_a_fresh_builder_builds) {
         const uint32_t flags = next(15) == 0 ? kSampleTruncated : 0u;
         Record r(next(50) == 0 ? std::vector<RawFrame>{} : stack, pcs, flags);
         const std::vector<uint32_t> got = b.build(r.hdr, r.frames(), n);
-        StackBuilder fresh = memo_builder();
+        StackBuilder fresh = builder();
         CountingNamer m;
         m.unknown = n.unknown;
         checked += same(got, fresh.build(r.hdr, r.frames(), m)) ? 1 : 0;

@@ -165,13 +165,7 @@ TEST(cycle_randomised_suspend_resume_balance) {
     // issued without a suspension, and the stats add up.
     FakeLayer layer;
     SuspendStats stats;
-    uint64_t x = 0x2545F4914F6CDD1Dull;
-    auto rnd = [&x](uint32_t n) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        return static_cast<uint32_t>(x % n);
-    };
+    spprof_test::XorShift rnd{0x2545F4914F6CDD1Dull};
     int expected_stuck = 0, sampled = 0, skipped = 0, state_failed = 0;
     for (int i = 0; i < 20000; ++i) {
         const int h = static_cast<int>(rnd(16));

@@ -157,14 +157,11 @@ TEST(time_convert_apple_silicon_and_intel) {
 
 TEST(time_convert_exact_against_wide_arithmetic) {
     const Timebase bases[] = {{125, 3}, {1, 1}, {1000000000, 999999999}, {7, 1000}, {3, 125}};
-    uint64_t x = 0x9e3779b97f4a7c15ull;
+    spprof_test::XorShift rng{0x9e3779b97f4a7c15ull};
     bool ok = true;
     for (const Timebase& tb : bases) {
         for (int i = 0; i < 2000; ++i) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            const uint64_t v = x >> (i % 40);  // a spread of magnitudes
+            const uint64_t v = rng.next() >> (i % 40);  // a spread of magnitudes
             const unsigned __int128 a = static_cast<unsigned __int128>(v) * tb.numer / tb.denom;
             const unsigned __int128 b = static_cast<unsigned __int128>(v) * tb.denom / tb.numer;
             const uint64_t ea = a > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(a);
