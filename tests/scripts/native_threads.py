@@ -78,18 +78,19 @@ def main() -> None:
         # One C thread (named as OpenMP names its workers) started before or after start(),
         # idle until the scan has surely found it (passes come every 250 ms), then spinning.
         before = opts.get("when", "after") == "before"
-        block = int(bool(opts.get("block", False)))
+        block = int(opts.get("block", 0))  # 2: blocked only while it waits (a newborn's mask)
         if before:
             tid = lib.worker_start(0, b"OMP worker 3", seconds, block, None, 0)
         spprof.start(**start_kw)
         if not before:
             tid = lib.worker_start(0, b"OMP worker 3", seconds, block, None, 0)
-        time.sleep(0.6)
+        time.sleep(float(opts.get("wait", 0.6)))
         lib.worker_go(0)
         truth = lib.worker_join(0)
         time.sleep(0.1)
         profile = spprof.stop()
         out.update(tid=tid, truth_ns=int(truth * 1e9), thread=thread_report(profile, tid))
+        out["stats"] = {"threads_signal_blocked": profile.stats.get("threads_signal_blocked")}
     elif case == "churn":
         # A C thread that calls a Python callback (PyGILState_Ensure / Release through ctypes)
         # and spins in C between calls: one thread, its whole CPU time.

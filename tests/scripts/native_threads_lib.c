@@ -36,7 +36,9 @@ struct worker {
     pthread_t thread;
     char name[16];
     double seconds;      /* CPU time to spend */
-    int block_signals;   /* pthread_sigmask(SIG_BLOCK, all) first */
+    int block_signals;   /* pthread_sigmask(SIG_BLOCK, all) first; 2: only until it starts
+                            spinning, waiting in a futex meanwhile (no CPU): what a thread
+                            pthread_create made and the scheduler has not run yet looks like */
     void (*callback)(void);  /* churn: called between spins (a ctypes callback) */
     int rounds;
     double cpu;          /* the thread's CPU time, measured by itself at its end */
@@ -59,8 +61,17 @@ static void* worker_main(void* arg) {
     w->tid = syscall(SYS_gettid);
     w->started = 1;
     while (!w->go) {
+        if (w->block_signals == 2) {
+            syscall(SYS_futex, &w->go, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+            continue;
+        }
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
+    }
+    if (w->block_signals == 2) {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_UNBLOCK, &all, NULL);
     }
     const double t0 = thread_cpu();
     if (w->callback) {
@@ -92,7 +103,10 @@ long worker_start(int i, const char* name, double seconds, int block_signals, vo
     return w->tid;
 }
 
-void worker_go(int i) { workers[i].go = 1; }
+void worker_go(int i) {
+    workers[i].go = 1;
+    syscall(SYS_futex, &workers[i].go, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 /* Joins worker `i`; returns the CPU time it spent spinning (seconds). */
 double worker_join(int i) {

@@ -108,7 +108,7 @@ bool SessionThreads::scan_os_threads(bool prelisted) {
         const uint64_t ticks = proc_thread_start_ticks(t.tid);
         if (ticks == 0) continue;  // ended meanwhile
         const bool blocked = signo > 0 && proc_thread_blocks_signal(t.tid, signo) == 1;
-        if (blocked && masked_once_.count(t.tid) == 0) {
+        if (blocked && (masked_once_.count(t.tid) == 0 || !ran_since_birth(t.tid))) {
             masked_once_next_.insert(t.tid);  // maybe a thread being born: next pass
             continue;
         }
@@ -136,6 +136,16 @@ bool SessionThreads::scan_os_threads(bool prelisted) {
     }
     mask_cursor_ = slots > 0 ? next % slots : 0;
     return true;
+}
+
+bool SessionThreads::ran_since_birth(uint64_t tid) {
+    // glibc's pthread_create starts a thread with every signal blocked until its start-up
+    // unblocks them: one not scheduled since (a loaded machine), or met by two scans a moment
+    // apart (stop()'s right after a pass), looked blocked twice and was never sampled (CI, a
+    // churn of 100 us C threads, once). A thread that blocks the signal for real and runs
+    // passes this at once; one that blocks it and never runs is not worth a timer.
+    uint64_t cpu = 0;
+    return platform_thread_cpu_ns_of(tid, 0, &cpu) && cpu >= kMaskedRanNs;
 }
 
 ThreadCtx* SessionThreads::register_native(uint64_t tid, uint64_t start_ticks, bool blocked) {

@@ -184,8 +184,12 @@ private:
     // /proc read (a file opened on the program's thread, ~10 % of a short thread's start).
     ThreadCtx* register_thread(PyThreadState* ts, unsigned long ident, uint64_t tid, bool from_hook = false,
                                bool arm = true, const char* name = nullptr);
-    // os_thread_scan.cpp: a thread without a Python state; a Python thread whose state is gone
-    // while its OS thread lives on (same record); the signal-mask check of a live thread.
+    // os_thread_scan.cpp: whether thread `tid` used kMaskedRanNs of CPU (a thread seen with
+    // every signal blocked is taken for one that blocks the sampling signal only then); a
+    // thread without a Python state; a Python thread whose state is gone while its OS thread
+    // lives on (same record); the signal-mask check of a live thread.
+    static constexpr uint64_t kMaskedRanNs = 1000000;
+    static bool ran_since_birth(uint64_t tid);
     ThreadCtx* register_native(uint64_t tid, uint64_t start_ticks, bool blocked);
     bool continue_as_native(uint32_t slot);
     void check_signal_mask(uint32_t slot);
