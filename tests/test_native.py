@@ -179,7 +179,10 @@ def test_a_sample_inside_an_eval_call_s_entry_or_exit_keeps_c_under_its_caller(c
         while time.thread_time() < end:
             calls_tiny_through_c(cb_ext.nest, 2000)
     with_nest = [s for s in p.get_samples() if "nest" in [f.function_name for f in s.frames]]
-    assert len(with_nest) > 50
+    # About half the loop's CPU is inside nest (~125 samples of ~250 on a quiet machine). On a
+    # loaded one the kernel delivers fewer signals with heavier weights (overruns): the local
+    # CI rehearsal of 2026-12-01, with tests run beside it, had 38. So the time, not the count.
+    assert sum(s.weight_ns for s in with_nest) >= 0.25e9 and len(with_nest) >= 20, len(with_nest)
     wrong = []
     for s in with_nest:
         names = [n for n in _names(s) if n in ("calls_tiny_through_c", "native:nest", "tiny")]
