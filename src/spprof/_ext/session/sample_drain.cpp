@@ -200,8 +200,9 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
             const std::vector<uint32_t>* built = nullptr;
             if (namer_.build(builder_, *hdr, frames, reads, &built)) {
                 // Its names wait for a module's file: the record stays, read again (and
-                // counted) by the pass that follows the file's read.
+                // counted, and put back whole, the same) by the pass that follows the file's read.
                 --counters_.records;
+                if (stored->shared_root != 0) --counters_.records_root_shared;
                 return false;
             }
             stack = intern_stack(*built);
