@@ -127,6 +127,29 @@ TEST(foreign_write_takes_the_turn_and_needs_an_attached_thread) {
     CHECK(ctx.ring_->empty());  // only the first write landed
 }
 
+TEST(foreign_writes_share_their_root_side_with_the_rings_last_record) {
+    // The census walking a thread blocked 50 calls deep: its second walk stores nothing but
+    // the count of frames the ring's last record holds (root_share.h).
+    ThreadCtx ctx(3, 1, nullptr, 1234, 1234, std::make_unique<RingBuffer>(1 << 16));
+    std::vector<RawFrame> frames;
+    for (uint64_t i = 0; i < 50; ++i) frames.push_back(RawFrame{0x5000 + i, 2, 7});
+    RawSampleHeader h{};
+    h.depth = 50;
+    CHECK(write_foreign_record(&ctx, h, frames.data()));
+    CHECK(write_foreign_record(&ctx, h, frames.data()));
+    CHECK_EQ(ctx.share_deepest_.load(), 50u);  // counted in the thread's memory
+    size_t size = 0;
+    RawSampleHeader got;
+    std::memcpy(&got, ctx.ring_->peek(&size), sizeof got);
+    CHECK_EQ(got.depth, 50);
+    CHECK_EQ(got.shared_root, 0);
+    ctx.ring_->pop();
+    std::memcpy(&got, ctx.ring_->peek(&size), sizeof got);
+    CHECK_EQ(got.depth, 0);
+    CHECK_EQ(got.shared_root, 50);
+    CHECK_EQ(size, sample_record_bytes(0, 0));
+}
+
 TEST(a_ring_without_weights_asks_for_a_drain_once_over_a_quarter_full) {
     (void)record_take_drain_request();
     RingBuffer ring(1 << 16);

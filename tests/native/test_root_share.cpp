@@ -1,9 +1,11 @@
 // test_root_share.cpp: records keep only the frames their thread's previous record lacked at
-// its root end, and the drain puts the whole record back (capture/root_share.h).
+// its root end, whichever writer wrote them, and the drain puts the whole record back
+// (capture/root_share.h, capture/record_writer.h).
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "capture/record_writer.h"
 #include "capture/root_share.h"
 #include "harness.h"
 
@@ -13,7 +15,7 @@ using spprof::RawFrame;
 using spprof::RawSampleHeader;
 using spprof::root_share_decode;
 using spprof::root_share_encode;
-using spprof::root_share_forget;
+using spprof::RingBuffer;
 using spprof::RootShareBase;
 
 namespace {
@@ -44,6 +46,28 @@ Stored write(Writer& w, const std::vector<RawFrame>& frames, const std::vector<u
     s.hdr.flags = flags;
     s.body.assign(space.begin(), space.begin() + (depth - shared) + (pcs.size() + 1) / 2);
     return s;
+}
+
+// What the other writers do (the wall census, the Mach sampler, registration): the record
+// copied into the ring by write_record with the ring's base. Read back as the ring holds it.
+// False when the ring refused it.
+bool write_apart(Writer& w, RingBuffer& ring, const std::vector<RawFrame>& frames, const std::vector<uint64_t>& pcs,
+                 Stored* out) {
+    RawSampleHeader h{};
+    h.depth = static_cast<uint16_t>(frames.size());
+    h.native_depth = static_cast<uint16_t>(pcs.size());
+    if (!spprof::write_record(ring, h, frames.empty() ? nullptr : frames.data(), pcs.empty() ? nullptr : pcs.data(),
+                              &w.base))
+        return false;
+    size_t size = 0;
+    const auto* p = static_cast<const unsigned char*>(ring.peek(&size));
+    std::memcpy(&out->hdr, p, sizeof out->hdr);
+    const size_t body = out->hdr.depth + (out->hdr.native_depth + 1u) / 2;
+    out->body.assign(body, RawFrame{});
+    const size_t bytes = out->hdr.depth * sizeof(RawFrame) + out->hdr.native_depth * sizeof(uint64_t);
+    if (bytes != 0) std::memcpy(out->body.data(), p + sizeof out->hdr, bytes);
+    ring.pop();
+    return true;
 }
 
 // The drain's side: the whole record back.
@@ -131,7 +155,7 @@ TEST(root_share_a_record_without_frames_leaves_both_bases) {
     CHECK(round_trip(w, r, stack(50, 1), 49));
 }
 
-TEST(root_share_short_runs_and_forgotten_bases_are_written_whole) {
+TEST(root_share_short_runs_are_written_whole) {
     Writer w;
     Reader r;
     CHECK(r.read(write(w, stack(3), {})));
@@ -139,15 +163,62 @@ TEST(root_share_short_runs_and_forgotten_bases_are_written_whole) {
     CHECK_EQ(s.hdr.shared_root, 0u);
     CHECK_EQ(s.hdr.depth, 3u);
     CHECK(r.read(s));
-    // Another writer put a whole record in the ring: the handler's next one is whole.
-    CHECK(r.read(write(w, stack(40), {})));
-    root_share_forget(&w.base);
-    Stored census;
-    census.hdr.depth = 5;
-    std::vector<RawFrame> walked = stack(5);
-    census.body = walked;
-    CHECK(r.read(census));
-    CHECK(round_trip(w, r, stack(40, 3), 0));
+    CHECK(same(r.frames(), stack(3, 1)));
+}
+
+TEST(root_share_every_writer_of_a_ring_shares_one_base) {
+    // The handler's records and a census walk's (or the Mach sampler's, or registration's) in
+    // one ring: each stores what the ring's last record lacked, whoever wrote that one.
+    Writer w;
+    Reader r;
+    RingBuffer ring(1 << 16);
+    CHECK(r.read(write(w, stack(200, 4), {})));
+    Stored walk;
+    CHECK(write_apart(w, ring, stack(200, 6), {}, &walk));  // blocked one line on
+    CHECK_EQ(walk.hdr.shared_root, 199u);
+    CHECK_EQ(walk.hdr.depth, 1u);
+    CHECK(r.read(walk));
+    CHECK(same(r.frames(), stack(200, 6)));
+    Stored again;
+    CHECK(write_apart(w, ring, stack(200, 6), {0xAAA, 0xBBB}, &again));  // still there: nothing stored
+    CHECK_EQ(again.hdr.depth, 0u);
+    CHECK_EQ(again.hdr.shared_root, 200u);
+    CHECK_EQ(again.hdr.native_depth, 2u);
+    CHECK(r.read(again));
+    CHECK(same(r.frames(), stack(200, 6)));
+    CHECK(r.pcs() == (std::vector<uint64_t>{0xAAA, 0xBBB}));
+    // The handler's next record shares with the walk's frames.
+    CHECK(round_trip(w, r, stack(201, 1), 199));
+    // A record without frames (an idle census record) leaves both bases.
+    Stored idle;
+    CHECK(write_apart(w, ring, {}, {}, &idle));
+    CHECK(r.read(idle));
+    CHECK(round_trip(w, r, stack(201, 2), 200));
+}
+
+TEST(root_share_a_record_the_ring_refuses_leaves_the_base_alone) {
+    Writer w;
+    Reader r;
+    RingBuffer ring(4096);  // records up to half of it: 120 frames fit, one at a time
+    Stored first;
+    CHECK(write_apart(w, ring, stack(100, 1), {}, &first));
+    CHECK(r.read(first));
+    // Fill the ring, then a record it refuses: another stack entirely, never read.
+    RawSampleHeader h{};
+    std::vector<RawFrame> filler(100);
+    h.depth = 100;
+    while (spprof::write_record(ring, h, filler.data(), nullptr)) {
+    }
+    Stored refused;
+    CHECK(!write_apart(w, ring, stack(120, 3), {}, &refused));
+    size_t size = 0;
+    while (ring.peek(&size) != nullptr) ring.pop();  // the drain empties it
+    // The next record shares with the first, as the reader's base has it.
+    Stored next;
+    CHECK(write_apart(w, ring, stack(100, 2), {}, &next));
+    CHECK_EQ(next.hdr.shared_root, 99u);
+    CHECK(r.read(next));
+    CHECK(same(r.frames(), stack(100, 2)));
 }
 
 TEST(root_share_a_missed_record_loses_the_root_never_draws_a_wrong_one) {
@@ -163,19 +234,22 @@ TEST(root_share_a_missed_record_loses_the_root_never_draws_a_wrong_one) {
     // The reader's base is gone: a record sharing fewer frames than it had fails too.
     Stored t = write(w, stack(60, 6), {});
     CHECK(!r.read(t));
-    // A whole record (after another writer's, say) puts both sides together again.
-    root_share_forget(&w.base);
-    CHECK(r.read(write(w, stack(10), {})));
-    CHECK(round_trip(w, r, stack(10, 2), 9));
+    // A record with another root is whole: both sides are together again.
+    std::vector<RawFrame> other = stack(10);
+    for (RawFrame& f : other) f.code += 5000;
+    CHECK(round_trip(w, r, other, 0));
+    other.front().instr = 4;
+    CHECK(round_trip(w, r, other, 9));
 }
 
 TEST(root_share_random_walks_read_back_whole) {
     // 20,000 records of a random walk (calls, returns, the leaf moving on, a root change now
-    // and then, pcs, records without frames, census walks written whole in between): the
-    // reader gets every record back as the writer walked it, and most are stored short.
+    // and then, pcs, records without frames, census walks written by write_record in between):
+    // the reader gets every record back as the writer walked it, and most are stored short.
     spprof_test::XorShift next{0x243F6A8885A308D3ull};
     Writer w;
     Reader r;
+    RingBuffer ring(1 << 16);
     std::vector<RawFrame> cur = stack(40);
     int right = 0;
     size_t stored_frames = 0, whole_frames = 0;
@@ -197,12 +271,7 @@ TEST(root_share_random_walks_read_back_whole) {
         for (uint32_t k = next(8) == 0 ? next(5) : 0; k > 0; --k) pcs.push_back(0x7000 + next(100));
         Stored s;
         if (census) {
-            root_share_forget(&w.base);
-            s.hdr.depth = static_cast<uint16_t>(frames.size());
-            s.hdr.native_depth = static_cast<uint16_t>(pcs.size());
-            s.body = frames;
-            s.body.resize(frames.size() + (pcs.size() + 1) / 2);
-            if (!pcs.empty()) std::memcpy(s.body.data() + frames.size(), pcs.data(), pcs.size() * sizeof(uint64_t));
+            CHECK(write_apart(w, ring, frames, pcs, &s));
         } else {
             s = write(w, frames, pcs);
         }

@@ -20,23 +20,27 @@ inline uint32_t clamp(uint32_t v, uint32_t cap) { return v <= cap ? v : cap; }
 void record_request_drain() { g_drain_wanted.store(true, std::memory_order_relaxed); }
 
 bool write_record(RingBuffer& ring, const RawSampleHeader& header, const RawFrame* frames,
-                  const uint64_t* native_pcs) {
+                  const uint64_t* native_pcs, RootShareBase* share) {
     const uint32_t depth = frames != nullptr ? clamp(header.depth, kMaxPythonFrames) : 0;
     const uint32_t native = native_pcs != nullptr ? clamp(header.native_depth, kMaxNativeFrames) : 0;
-    // Reserve only what this record needs: a full ring still takes a small record.
+    // Reserve only what this record needs: a full ring still takes a small record. Reserved
+    // before the frames are matched: a refused record must leave the base alone.
     auto* p = static_cast<unsigned char*>(ring.reserve(sample_record_bytes(depth, native)));
     if (p == nullptr) return false;
     RawSampleHeader h = header;
-    h.depth = static_cast<uint16_t>(depth);
+    const uint32_t shared = share != nullptr ? root_share_match(frames, depth, share) : 0;
+    if (share != nullptr) h.shared_root = static_cast<uint16_t>(shared);
+    const uint32_t kept = depth - shared;  // the leaf-side frames
+    h.depth = static_cast<uint16_t>(kept);
     h.native_depth = static_cast<uint16_t>(native);
     std::memcpy(p, &h, sizeof h);
     size_t off = sizeof h;
-    if (depth != 0) {
-        std::memcpy(p + off, frames, depth * sizeof(RawFrame));
-        off += depth * sizeof(RawFrame);
+    if (kept != 0) {
+        std::memcpy(p + off, frames, kept * sizeof(RawFrame));
+        off += kept * sizeof(RawFrame);
     }
     if (native != 0) std::memcpy(p + off, native_pcs, native * sizeof(uint64_t));
-    const size_t bytes = sample_record_bytes(depth, native);
+    const size_t bytes = sample_record_bytes(kept, native);
     ring.commit(bytes);
     if (record_ring_wants_drain(ring, bytes, h.weight_ns)) record_request_drain();
     return true;
@@ -47,12 +51,13 @@ bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& header, const R
     if (ctx->busy_.exchange(true, std::memory_order_acquire)) return false;
     bool ok = false;
     RingBuffer* ring = ctx->ring_.get();
-    // Written whole: the thread's handler writes its next record whole too (root_share.h).
-    RawSampleHeader h = header;
-    h.shared_root = 0;
-    if (h.depth != 0) root_share_forget(&ctx->share_base_);
-    if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached && ring != nullptr)
-        ok = write_record(*ring, h, frames, native_pcs);
+    if (ctx->state_.load(std::memory_order_acquire) == ThreadState::kAttached && ring != nullptr) {
+        // Shares its root side with the ring's last record like the handler's (root_share.h).
+        ok = write_record(*ring, header, frames, native_pcs, &ctx->share_base_);
+        const uint32_t depth = frames != nullptr ? clamp(header.depth, kMaxPythonFrames) : 0;
+        if (ok && depth > ctx->share_deepest_.load(std::memory_order_relaxed))
+            ctx->share_deepest_.store(depth, std::memory_order_relaxed);
+    }
     ctx->busy_.store(false, std::memory_order_release);
     return ok;
 }

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "ringbuffer.h"
+#include "root_share.h"
 #include "sample_record.h"
 
 namespace spprof {
@@ -95,13 +96,17 @@ private:
 };
 
 // The record `header` + frames + native pcs, copied into `ring`. False when it did not fit.
-// frames / native_pcs may be null when the header's depth / native_depth is 0.
+// frames / native_pcs may be null when the header's depth / native_depth is 0. With `share`
+// (the ring's writer base, root_share.h), only the frames the ring's last record lacked at
+// its root end are stored and header.shared_root says how many complete them; without it, the
+// header is written as given.
 bool write_record(RingBuffer& ring, const RawSampleHeader& header, const RawFrame* frames,
-                  const uint64_t* native_pcs);
+                  const uint64_t* native_pcs, RootShareBase* share = nullptr);
 
 // A record for ctx's ring written by a thread that is not ctx's own (the wall census, the
 // Mach sampler, registration): takes the ring's turn through ctx->busy_, and writes only
-// while ctx is attached. False (nothing written) when the ring is busy, full or retired.
+// while ctx is attached, sharing its root side with the ring's last record as the handler's
+// records do. False (nothing written) when the ring is busy, full or retired.
 bool write_foreign_record(ThreadCtx* ctx, const RawSampleHeader& header, const RawFrame* frames,
                           const uint64_t* native_pcs = nullptr);
 

@@ -12,10 +12,10 @@
 // The rule both sides follow, record by record, in ring order: a record with frames (stored or
 // shared) makes its whole frame list the base; a record without frames leaves the base as it
 // is. The writer may share only while its base is the drain's: every committed record goes
-// through root_share_encode on the ring's one writer at a time (the thread's handler), and any
-// other writer of the ring (the wall census's walks, the Mach sampler, registration) commits
-// its records whole and forgets the writer's base (root_share_forget), so the next record is
-// whole again. A record the ring refuses is never encoded.
+// through root_share_match, whoever writes it (the thread's handler, the wall census's walks,
+// the Mach sampler, registration: one at a time, each holding the ThreadCtx's busy_, so ring
+// order is the order the base saw). A record the ring refuses is never matched: the space is
+// reserved first.
 //
 // Writer half: SIGNAL-SAFE, NO-HEAP, bounded loops. Reader half: the drain, normal context.
 // Pure; tested in tests/native/test_root_share.cpp.
@@ -40,11 +40,10 @@ struct RootShareBase {
 constexpr uint32_t kMinSharedFrames = 4;
 
 // ---- writer side: SIGNAL-SAFE, NO-HEAP --------------------------------------------------
-// `frames` holds `depth` frames leaf first, then `native_depth` pcs (uint64_t), as the record
-// is about to be committed. Shares the root-side frames equal to the base's: moves the pcs
-// down over them and returns how many were shared (the record's depth is depth - shared: 0
-// when the stack is the last one). The base becomes this record's frames either way.
-inline uint32_t root_share_encode(RawFrame* frames, uint32_t depth, uint32_t native_depth, RootShareBase* base) {
+// `frames`: the `depth` frames, leaf first, of a record whose ring space is reserved. Returns
+// how many root-side frames equal the base's (the record stores depth - shared, its leaf-side
+// frames; 0 when the stack is the last one). The base becomes this record's frames either way.
+inline uint32_t root_share_match(const RawFrame* frames, uint32_t depth, RootShareBase* base) {
     if (depth == 0) return 0;  // a record without frames leaves the base as it is
     if (base->frames == nullptr || depth > kMaxPythonFrames) {
         base->len = 0;
@@ -58,13 +57,18 @@ inline uint32_t root_share_encode(RawFrame* frames, uint32_t depth, uint32_t nat
     // The base: its shared root part stays, the rest is this record's, root first.
     for (uint32_t j = shared; j < depth; ++j) base->frames[j] = frames[depth - 1 - j];
     base->len = depth;
+    return shared;
+}
+
+// The signal handler's form, in the ring's space itself: `frames` holds `depth` frames leaf
+// first, then `native_depth` pcs (uint64_t). root_share_match, then the pcs move down over the
+// shared frames, so the record is laid out as stored.
+inline uint32_t root_share_encode(RawFrame* frames, uint32_t depth, uint32_t native_depth, RootShareBase* base) {
+    const uint32_t shared = root_share_match(frames, depth, base);
     if (shared != 0 && native_depth != 0)
         std::memmove(frames + (depth - shared), frames + depth, native_depth * sizeof(uint64_t));
     return shared;
 }
-
-// A record written whole by another writer of the ring: the next one is whole too.
-inline void root_share_forget(RootShareBase* base) { base->len = 0; }
 
 // ---- reader side: the drain ------------------------------------------------------------
 // One record as read from the ring (`hdr`, its stored frames and pcs after them) -> the whole

@@ -62,9 +62,9 @@ struct ThreadCtx {
     // SessionThreads::retire).
     std::unique_ptr<RingBuffer> ring_;
     // The ring's records share their root-side frames with the one before (root_share.h): the
-    // frames of this thread's last record, for its handler's next one. Whoever holds busy_.
+    // frames of the ring's last record, for its next writer. Whoever holds busy_.
     // Not value-initialised: a thread touches only as many frames as its deepest record had
-    // (share_deepest_, the handler's; read by the session's memory count).
+    // (share_deepest_, set by the writers; read by the session's memory count).
     std::unique_ptr<RawFrame[]> share_frames_;
     RootShareBase share_base_;
     std::atomic<uint32_t> share_deepest_{0};
