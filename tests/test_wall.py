@@ -561,14 +561,17 @@ def test_thread_alternating_cpu_and_sleep_splits_its_time_between_the_two_lines(
     # off-CPU part of a census period in which the thread both waited for a CPU in spin and
     # then blocked goes to the sleep line (wall_census.h, the carry), so up to ~25 % of spin's
     # wall time moves to sleep when spin itself waited that much (CI, 2 cores, two suites at
-    # once: 0.41 s of 0.51 s). docs/usage.md, "Wall mode". So the sleep line may gain up to a
-    # quarter of what spin waited for a CPU (a CI rehearsal at a 27 % CPU share: 0.17 s of
-    # 0.83 s); on a machine that gives the thread its CPU, that is nothing.
+    # once: 0.41 s of 0.51 s), and once all of it (CI, 3.12: spin 0.44 s of which 0.14 s
+    # waiting, 0.30 s on spin's line: its CPU). docs/usage.md, "Wall mode". So spin's line
+    # keeps at least its CPU and may lose what spin waited for a CPU, which the sleep line may
+    # gain (a CI rehearsal at a 27 % CPU share: 0.17 s of 0.83 s); on a machine that gives the
+    # thread its CPU, that is nothing.
     truth = (busy, idle_sleep, other, spent)
     spin_waited = max(0.0, spent["spin"] - 15 * 0.02)
-    assert abs(busy / 1e9 - spent["spin"]) <= 0.3 * spent["spin"], truth
+    assert busy / 1e9 <= 1.3 * spent["spin"], truth
+    assert busy / 1e9 >= 0.7 * spent["spin"] - spin_waited, truth
     assert idle_sleep / 1e9 >= 0.7 * spent["sleep"], truth
-    assert idle_sleep / 1e9 <= 1.3 * spent["sleep"] + 0.25 * spin_waited, truth
+    assert idle_sleep / 1e9 <= 1.3 * spent["sleep"] + spin_waited, truth
     assert other <= 0.1 * (busy + idle_sleep + other), (busy, idle_sleep, other)
     assert abs((busy + idle_sleep + other) / 1e9 - alive) <= 0.1 * alive
 
