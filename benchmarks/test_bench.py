@@ -347,3 +347,15 @@ def test_callgrind_handler_says_where_a_native_capture_s_instructions_go():
     assert 0 < per["unwind_native"] < r["instructions_per_capture"], r
     # Most steps come from the cache after the first captures: it is looked up every frame.
     assert per["step_cache_lookup"] > 0, r
+
+
+def test_census_share_benchmark_finds_the_census_walks_sharing():
+    """benchmarks/census_share.py at a tiny size: deep threads walked by the census between
+    their handler's records, and most records store only what the last one lacked (before
+    every writer shared: 5 of 7,764)."""
+    from benchmarks import census_share
+
+    got = census_share.measure(threads=4, depth=60, seconds=0.5)
+    assert got["records_drained"] > 50, got
+    assert got["records_root_shared"] >= 0.5 * got["records_drained"], got
+    assert got["records_without_base"] == 0, got
