@@ -24,6 +24,8 @@ import pytest
 
 import spprof
 from conftest import SCRIPTS, on_one_version, run_python
+from spprof import _http
+from spprof._http_address import HttpAddress
 from test_formats_common import find_tool, tool_env
 from test_formats_pprof import Decoded, fields
 
@@ -188,6 +190,83 @@ def test_bad_requests_get_a_clear_http_error(program):
     assert status == 200 and b"profile?seconds=" in body
     assert headers["Content-Type"].startswith("text/html")
     p.finish()
+
+
+def _in_process_server() -> _http.Server:
+    """The endpoint's server on 127.0.0.1:0 in this process, no session: a window is b"pprof"."""
+    server = _http.bind(HttpAddress("127.0.0.1", 0))
+    server.serve(lambda seconds, ending: b"pprof")
+    return server
+
+
+def _raw_get(port: int, path: str, to_eof: bool = False) -> bytes:
+    """The answer, read as far as its Content-Length says (as urllib does): the client goes on
+    while the server's thread has yet to close the connection. `to_eof`: and then to the
+    connection's end, which must be a clean close, not a reset."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+        c.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data and (chunk := c.recv(4096)):
+            data += chunk
+        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+        size = [int(h.split(":")[1]) for h in head.split("\r\n") if h.startswith("Content-Length")]
+        while (to_eof or len(data) < len(head) + 4 + size[0]) and (chunk := c.recv(4096)):
+            data += chunk
+    return data
+
+
+def test_back_to_back_requests_are_not_refused_while_answered_threads_end(monkeypatch):
+    """A request's thread ends a moment after its answer; under load that moment is after the
+    client's next request (CI: the 5th of five back-to-back requests got 503). Here each thread
+    lingers 0.3 s after answering: eight requests in a row are all answered."""
+    real_reply = _http._reply
+
+    def slow_to_end(*args: object) -> None:
+        real_reply(*args)  # type: ignore[arg-type]
+        time.sleep(0.3)
+
+    monkeypatch.setattr(_http, "_reply", slow_to_end)
+    server = _in_process_server()
+    try:
+        port = server.address[1]
+        statuses = [_raw_get(port, "/nope").split(b"\r\n", 1)[0] for _ in range(8)]
+    finally:
+        stats = server.close()
+    assert statuses == [b"HTTP/1.1 404 Not Found"] * 8, statuses
+    assert stats["http_refused_connections"] == 0 and stats["http_requests"] == 8, stats
+
+
+def test_a_fifth_connection_at_once_gets_503_and_is_counted():
+    """Four clients that connect and send nothing hold the four request threads; a fifth gets
+    503 at once (no thread has answered, so there is none to wait for), the whole answer: the
+    request is read before the connection is closed, or the close resets it."""
+    server = _in_process_server()
+    idle = []
+    try:
+        port = server.address[1]
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(4)]
+        deadline = time.monotonic() + 30
+        while len(server.handlers) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        refused = _raw_get(port, "/debug/pprof/", to_eof=True)
+        took = time.monotonic() - t0
+        for c in idle:
+            c.close()  # their threads read EOF and end
+        deadline = time.monotonic() + 30
+        while server.handlers and time.monotonic() < deadline:
+            server._reap()
+            time.sleep(0.01)
+        served = _raw_get(port, "/debug/pprof/")
+    finally:
+        for c in idle:
+            c.close()
+        stats = server.close()
+    assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), refused
+    assert refused.endswith(b"\r\n\r\nspprof: too many requests at once\n"), refused
+    assert took < 0.9, took  # not FULL_WAIT_S: no answered thread to wait for
+    assert served.startswith(b"HTTP/1.1 200 OK\r\n") and b"profile?seconds=" in served, served
+    assert stats["http_refused_connections"] == 1, stats
 
 
 @on_one_version("4 s: the endpoint's one-at-a-time rule, pure Python")

@@ -13,7 +13,8 @@ started), moved like the extension's held descriptors (held_fd.h) to a number at
 floor programs leave alone, close-on-exec, and closed at the session's stop only while it is
 still ours. One thread ("spprof-http") blocks in accept(): no cost while idle. Each accepted
 connection is served on a short thread of its own, so a 30 s profile does not keep the index
-or a 429 waiting; at most MAX_CONNECTIONS at once, the rest get 503 from the accept thread.
+or a 429 waiting; at most MAX_CONNECTIONS at once, the rest get 503 from the accept thread
+(once the threads that have already answered, if any, have ended: FULL_WAIT_S at most).
 They are spprof's own threads (_own_threads): never sampled, their CPU time named in the CPU
 balance as spprof's. Should one be sampled all the same (a scan that found its state before the
 start hook ran), its frames are in this file, which _session lists as the profiler's: those
@@ -27,6 +28,7 @@ connections being served, so the port is free once the parent ends.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -51,6 +53,7 @@ THREAD_NAME = "spprof-http"  # the accept thread's name, the prefix of the reque
 MAX_CONNECTIONS = 4  # served at once; more get 503 from the accept thread
 REQUEST_TIMEOUT_S = 10.0  # a client that sends nothing (or reads nothing) for this long is dropped
 JOIN_TIMEOUT_S = 5.0  # stop() waits at most this long for the requests to hand over theirs
+FULL_WAIT_S = 1.0  # at the limit, how long a new connection waits for answered ones to end
 
 # (seconds, stop event) -> the gzipped pprof of the session's next `seconds` seconds, ended
 # early when the event is set; None when the session ended before the window did.
@@ -149,6 +152,10 @@ class Server:
                 conn.close()
                 return
             self._reap()
+            if self._full():
+                # Threads that have answered end as soon as they get a CPU; under load that can
+                # be after the client's next request (CI: the 5th of 5 sequential got 503).
+                self._reap(replying=True, timeout=FULL_WAIT_S)
             with self.handlers_lock:
                 full = len(self.handlers) >= MAX_CONNECTIONS
                 if not full:
@@ -159,6 +166,9 @@ class Server:
             if full:
                 self.stats["http_refused_connections"] += 1
                 conn.settimeout(1.0)
+                # Read first: a close with the request unread resets, and the 503 is lost.
+                with contextlib.suppress(OSError):
+                    _read_request_line(conn)
                 _reply(conn, 503, "text/plain", b"spprof: too many requests at once\n")
                 conn.close()
                 continue
@@ -221,16 +231,22 @@ class Server:
         self.stats["http_profiles"] += 1
         return 200, "application/octet-stream", data
 
-    def _reap(self, replying: bool = False) -> None:
+    def _full(self) -> bool:
+        with self.handlers_lock:
+            return len(self.handlers) >= MAX_CONNECTIONS
+
+    def _reap(self, replying: bool = False, timeout: float = JOIN_TIMEOUT_S) -> None:
         """Join the request threads that have ended their request (they end within
-        microseconds), so that they do not pile up; with `replying` (before a fork) also those
-        sending their answer: the client may have read it and forked before the thread closed
-        the connection, and a fork must not find it alive (CPython 3.12+'s multi-threaded
-        warning; 1 CI run in ~40 before). A request still in its window goes on."""
+        microseconds), so that they do not pile up; with `replying` (before a fork, and at the
+        connection limit) also those sending their answer: the client may have read it and
+        forked before the thread closed the connection, and a fork must not find it alive
+        (CPython 3.12+'s multi-threaded warning; 1 CI run in ~40 before). A request still in
+        its window goes on. `timeout` is for them all: a client slow to read waits alone."""
         with self.handlers_lock:
             ending = list(self.done | self.replying) if replying else list(self.done)
+        deadline = time.monotonic() + timeout
         for t in ending:
-            _join(t, JOIN_TIMEOUT_S)
+            _join(t, max(0.0, deadline - time.monotonic()))
         with self.handlers_lock:
             gone = [t for t in ending if not t.is_alive()]
             self.done.difference_update(gone)
