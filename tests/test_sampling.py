@@ -96,14 +96,19 @@ def test_a_sample_caught_entering_the_eval_loop_gives_its_time_to_the_next_one()
         w.map_calls(1.5)  # MAP_CALLS_CALL
     cpu_ns = (time.thread_time() - t0) * 1e9
     samples = p.get_samples()
-    assert len(samples) > 200
+    # ~1,500 on an idle host; a thread that waits for a CPU gets the expiries it missed as one
+    # sample's weight (two spinners on 2 cores: 182 once in 24 runs; four: 47-114).
+    assert len(samples) > 40
     # Each sample outside map_calls by its running end (function:line), its flags and its
     # weight: enough to tell a torn capture from a tick in this function's own lines (3.14,
     # once, under load). A tick on the line that calls map_calls, as the call is made or
     # returns, is right (under qemu, where signals land between translated blocks, one in a
-    # CI run): at most two, on CPU, whole, with this function as the leaf.
+    # CI run): at most two, on CPU, whole, with this function as the leaf. So is stop()'s
+    # record of the expiries still owed (thread_end, whole), which takes the thread's last
+    # stack, on the `with` line that calls __exit__ and so stop() (once in a CI run, lane B).
     here = test_a_sample_caught_entering_the_eval_loop_gives_its_time_to_the_next_one
     call_line = w.line_of(here, "MAP_CALLS_CALL")
+    with_line = call_line - 1
     outside = [s for s in samples if not samples_in([s], "map_calls")]
     lost = [
         (
@@ -113,10 +118,11 @@ def test_a_sample_caught_entering_the_eval_loop_gives_its_time_to_the_next_one()
         for s in outside
         if s.truncated
         or not s.on_cpu
-        or (s.frames[-1].function_name, s.frames[-1].lineno) != (here.__name__, call_line)
+        or s.frames[-1].function_name != here.__name__
+        or s.frames[-1].lineno not in ((call_line, with_line) if s.thread_end else (call_line,))
     ]
     assert not lost, (lost, spprof.stats()["samples_deferred"])
-    assert len(outside) <= 2, len(outside)
+    assert len(outside) <= 3, len(outside)
     leaves = {s.frames[-1].function_name for s in samples if s not in outside}
     assert leaves <= {"map_calls", "identity"}, leaves
     # Time is moved, not dropped: the samples still add up to the CPU time the loop used.
