@@ -489,6 +489,71 @@ def test_no_proc_file_is_opened_in_the_programs_table_while_native_threads_come_
     assert shared_opens == 0, r.stdout
 
 
+OPENS_IN_START_AND_STOP = textwrap.dedent(
+    """
+    import ctypes, sys, threading
+    import spprof
+
+    watch = ctypes.CDLL(None)  # the preloaded watcher's functions
+    lib = ctypes.CDLL(sys.argv[1])
+    lib.churn.argtypes = [ctypes.c_double]
+    lib.churn.restype = ctypes.c_long
+    if not watch.watch_kcmp_works():
+        print("no-kcmp")
+        sys.exit(0)
+    done = threading.Event()
+    waiting = [threading.Thread(target=done.wait) for _ in range(8)]
+    for t in waiting:
+        t.start()
+    native = threading.Thread(target=lib.churn, args=(1.0,))  # threads without a Python state
+    native.start()
+    watch.watch_counting(1)
+    spprof.start(interval_ms=1, mode=sys.argv[2])
+    in_start = watch.watch_shared_opens()
+    watch.watch_counting(0)  # while it runs: the other test's
+    done.set()
+    for t in waiting:
+        t.join()
+    watch.watch_counting(1)
+    st = spprof.stop().stats
+    print(in_start, watch.watch_shared_opens() - in_start, st["threads_seen"])
+    native.join()
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, kcmp, LD_PRELOAD")
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_start_and_stop_open_no_proc_file_in_the_programs_table(tmp_path, mode):
+    # Issue 24: start() and stop() scan the program's threads on the caller, which read each
+    # one's /proc files (start time, name, signal mask) in the program's table: 12-22 opens in
+    # each (8 waiting threads and a native one) before, each on the lowest free number for a
+    # moment, with the GIL held. Those reads go to a worker of the call's own now.
+    refused = _own_fd_tables_refused()
+    if refused:
+        pytest.skip(f"unshare(CLONE_FILES) refused here ({refused}): spprof opens as before")
+    lib = build_shared_library(tmp_path, "churn", CHURN_SOURCE, "-O1", "-pthread")
+    watch = build_shared_library(tmp_path, "openwatch", OPEN_WATCH_SOURCE, "-O1", "-ldl")
+    script = tmp_path / "startstop.py"
+    script.write_text(OPENS_IN_START_AND_STOP)
+    env = dict(
+        _env(), LD_PRELOAD=" ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(watch)]))
+    )
+    r = subprocess.run(
+        [sys.executable, str(script), str(lib), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    if r.stdout.strip() == "no-kcmp":
+        pytest.skip("kcmp(2) is not available here")
+    in_start, in_stop, seen = (int(x) for x in r.stdout.split())
+    assert seen >= 9, r.stdout  # the main thread and the 8 waiting: their files were read
+    assert (in_start, in_stop) == (0, 0), r.stdout
+
+
 def _own_fd_tables_refused() -> str:
     """Why a thread cannot take a descriptor table of its own here ('' when it can): Docker's
     default seccomp profile refuses unshare() without CAP_SYS_ADMIN."""

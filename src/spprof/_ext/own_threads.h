@@ -1,5 +1,6 @@
-// own_threads.h: spprof's own threads (the drain and its /proc reads' worker, the wall census,
-// the exit-signal watcher and its runner, the Mach sampler), known by kernel tid.
+// own_threads.h: spprof's own threads (the drain and its /proc reads' worker, start()'s and
+// stop()'s reads' worker, the wall census, the exit-signal watcher and its runner, the Mach
+// sampler), known by kernel tid.
 //
 // Two users: the scan of the process's OS threads (session_threads.h) must never sample them,
 // and the CPU balance (session/cpu_balance.h) names the CPU time they spend. Each of those
@@ -14,7 +15,7 @@
 
 namespace spprof {
 
-// At most this many of spprof's threads alive at once (a session has at most six; two
+// At most this many of spprof's threads alive at once (a session has at most seven; two
 // sessions never overlap). One more is counted (own_threads_overflow) and is sampled like a
 // program thread.
 constexpr uint32_t kMaxOwnThreads = 16;

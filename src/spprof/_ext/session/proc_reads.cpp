@@ -3,7 +3,6 @@
 
 #include <type_traits>
 
-#include "../own_table_worker.h"
 #include "../platform/platform.h"
 
 namespace spprof {
@@ -27,6 +26,18 @@ void on_worker(Read&& read) {
 }  // namespace
 
 void proc_reads_use_worker(OwnTableWorker* worker) { t_worker = worker; }
+
+ProcReadsApart::ProcReadsApart() {
+    if (t_worker != nullptr) return;
+    t_worker = &worker_;
+    used_ = true;
+}
+
+ProcReadsApart::~ProcReadsApart() {
+    if (!used_) return;
+    t_worker = nullptr;
+    worker_.stop();  // joined: the caller returns to the program with no thread of ours added
+}
 
 uint64_t proc_thread_start_ticks(uint64_t tid) {
     uint64_t ticks = 0;

@@ -1,21 +1,36 @@
 // proc_reads.h: what the session reads of a thread from the OS (its start time, whether it
-// blocks a signal, its name, its stack's bounds by tid), made on the drain thread's worker
-// when the caller is the drain thread (own_table_worker.h: a descriptor table of spprof's
-// own, so the /proc files these open take none of the program's numbers), else on the caller
-// (start() and stop(), which the program calls; a thread spprof has no worker for).
-// Normal context; no Python.
+// blocks a signal, its name, its stack's bounds by tid), made on a worker in a descriptor
+// table of spprof's own (own_table_worker.h), so the /proc files these open take none of the
+// program's numbers: the drain thread's worker on the drain thread, a worker of the call's
+// own during start() and stop() (ProcReadsApart). Elsewhere (no worker; where no thread can be
+// made or unshare is refused) on the caller. Normal context; no Python.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace spprof {
+#include "../own_table_worker.h"
 
-class OwnTableWorker;
+namespace spprof {
 
 // On the drain thread, first and last thing: its reads go to `worker` (nullptr: no more).
 void proc_reads_use_worker(OwnTableWorker* worker);
+
+// RAII, for a call of the program's (start(), stop()) that scans its threads on the caller:
+// the scope's reads go to a worker made at the first of them and joined at the scope's end.
+// Nested or on a thread that has a worker already: nothing changes.
+class ProcReadsApart {
+public:
+    ProcReadsApart();
+    ~ProcReadsApart();
+    ProcReadsApart(const ProcReadsApart&) = delete;
+    ProcReadsApart& operator=(const ProcReadsApart&) = delete;
+
+private:
+    OwnTableWorker worker_;
+    bool used_ = false;
+};
 
 // platform_thread_start_ticks and the rest (platform.h), wherever this thread's reads go.
 uint64_t proc_thread_start_ticks(uint64_t tid);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "exit_dump.h"
+#include "proc_reads.h"
 #include "../exit_calls.h"
 #include "../log.h"
 #include "../own_threads.h"
@@ -23,6 +24,9 @@ Session::Session(const SessionConfig& config)
 Session::~Session() = default;
 
 Error Session::start(bool threads_after_fork) {
+    // The scan below and the balance's readings open /proc files: on a worker, in a table of
+    // spprof's own, never on the program's lowest free numbers (proc_reads.h).
+    ProcReadsApart apart;
     capture_reset_stats();
     platform_reset_stats();
     start_ns_ = platform_monotonic_ns();
@@ -127,6 +131,7 @@ Error Session::start(bool threads_after_fork) {
 
 Error Session::stop() {
     if (!running_) return Error::runtime("session is not running");
+    ProcReadsApart apart;  // the last scan's and the names' /proc reads, as in start()
     settle_caller();  // a no-op if the Python side did it first
     // Whatever lets the GIL go from here (the drain thread's join, a collection during the
     // last scan) may let another thread fork: its after-fork hook must not start the threads

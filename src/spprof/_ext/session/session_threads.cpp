@@ -472,6 +472,9 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
         // A new state on a thread we sample through another (a C thread's PyGILState_Ensure
         // after a Release): the same OS thread, which goes on by its tid from now on.
         auto same_tid = python_by_tid_.find(f.tid);
+        if (same_tid != python_by_tid_.end() && (it == live_by_tstate_.end() || it->second != same_tid->second)) {
+            date_found();  // it may be one this scan registered: continue_as_native needs its date
+        }
         if (same_tid != python_by_tid_.end() && (it == live_by_tstate_.end() || it->second != same_tid->second) &&
             continue_as_native(same_tid->second)) {
             ++acted;
@@ -488,7 +491,8 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
             if (count_found) ++counters_.threads_discovered_by_scan;
             // A thread made from C (PyGILState_Ensure) may drop its state and go on: its
             // start time tells it from a later thread with the same tid (continue_as_native).
-            records_[slot_record_[found->serial_]].start_ticks = proc_thread_start_ticks(f.tid);
+            // Read for all of them at once (date_found): one hand-off to the reads' worker.
+            undated_.push_back(Undated{slot_record_[found->serial_], f.tid});
         } else {
             refused_now_.insert(f.ts);
         }
@@ -501,6 +505,7 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
             known = 0;
         }
     }
+    date_found();
     // Every live state found again (the usual pass: threads end through their exit watch
     // between passes only now and then): nothing is gone, and the walk of every live thread
     // below (some 0.5 ms with 5,000 threads, with the GIL) is not needed.
@@ -522,6 +527,18 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
             }
         }
     }
+}
+
+void SessionThreads::date_found() {
+    if (undated_.empty()) return;
+    undated_tids_.clear();
+    for (const Undated& u : undated_) undated_tids_.push_back(u.tid);
+    const std::vector<uint64_t> ticks = proc_thread_start_ticks_many(undated_tids_);
+    for (size_t k = 0; k < undated_.size(); ++k) {
+        ThreadRecord& rec = records_[undated_[k].record];
+        if (rec.native_tid == undated_[k].tid && rec.start_ticks == 0) rec.start_ticks = ticks[k];
+    }
+    undated_.clear();
 }
 
 void SessionThreads::retire(uint32_t slot) {

@@ -277,6 +277,14 @@ private:
     std::vector<FoundState> found_;      // scan scratch, reused: the list as last read
     std::vector<FoundState> previous_;   // scan scratch: the reading before
     std::unordered_set<PyThreadState*> refused_now_;  // scan scratch: refused in this scan
+    // Registered by this scan, start time not read yet: date_found reads them all at once.
+    struct Undated {
+        uint32_t record;
+        uint64_t tid;
+    };
+    std::vector<Undated> undated_;        // scan scratch
+    std::vector<uint64_t> undated_tids_;  // scan scratch
+    void date_found();
 };
 
 }  // namespace spprof
