@@ -460,33 +460,14 @@ def test_no_proc_file_is_opened_in_the_programs_table_while_native_threads_come_
     # it got 3 in some 60 % of 3-second runs). They are read on the drain's worker now, in a
     # table of spprof's own. Old code (b8a6790): 68 and 83 such opens in the 2 s, in the two
     # runs made; now 0 in 26 runs.
-    refused = _own_fd_tables_refused()
-    if refused:
-        pytest.skip(f"unshare(CLONE_FILES) refused here ({refused}): spprof opens as before")
-    lib = build_shared_library(tmp_path, "churn", CHURN_SOURCE, "-O1", "-pthread")
-    watch = build_shared_library(tmp_path, "openwatch", OPEN_WATCH_SOURCE, "-O1", "-ldl")
-    script = tmp_path / "churn.py"
-    script.write_text(OPENS_WHILE_THREADS_CHURN)
-    env = dict(
-        _env(), LD_PRELOAD=" ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(watch)]))
-    )
-    r = subprocess.run(
-        [sys.executable, str(script), str(lib), native],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert r.returncode == 0, r.stderr
-    if r.stdout.strip() == "no-kcmp":
-        pytest.skip("kcmp(2) is not available here")
-    shared_opens, started, native_only, own_tables = (int(x) for x in r.stdout.split())
-    assert started >= 20, r.stdout
+    out = _run_watching_opens(tmp_path, OPENS_WHILE_THREADS_CHURN, native)
+    shared_opens, started, native_only, own_tables = (int(x) for x in out.split())
+    assert started >= 20, out
     # The scan met some (each one's files read: 3 opens apiece before); how many depends on
     # the machine's load: 4-27 here.
-    assert native_only >= 1, r.stdout
-    assert own_tables >= 1, r.stdout
-    assert shared_opens == 0, r.stdout
+    assert native_only >= 1, out
+    assert own_tables >= 1, out
+    assert shared_opens == 0, out
 
 
 OPENS_IN_START_AND_STOP = textwrap.dedent(
@@ -526,21 +507,31 @@ OPENS_IN_START_AND_STOP = textwrap.dedent(
 @pytest.mark.parametrize("mode", ["cpu", "wall"])
 def test_start_and_stop_open_no_proc_file_in_the_programs_table(tmp_path, mode):
     # Issue 24: start() and stop() scan the program's threads on the caller, which read each
-    # one's /proc files (start time, name, signal mask) in the program's table: 12-22 opens in
-    # each (8 waiting threads and a native one) before, each on the lowest free number for a
-    # moment, with the GIL held. Those reads go to a worker of the call's own now.
+    # one's /proc files (start time, name, signal mask) in the program's table, each on the
+    # lowest free number for a moment, with the GIL held: 16-22 opens in start() and 8 in
+    # stop() at 8e0bafc (8 waiting threads and a native one). They go to a worker of the
+    # call's own now.
+    out = _run_watching_opens(tmp_path, OPENS_IN_START_AND_STOP, mode)
+    in_start, in_stop, seen = (int(x) for x in out.split())
+    assert seen >= 9, out  # the main thread and the 8 waiting: their files were read
+    assert (in_start, in_stop) == (0, 0), out
+
+
+def _run_watching_opens(tmp_path: Path, source: str, arg: str) -> str:
+    """`source` run as `python script LIBCHURN arg` with the open watcher preloaded; its
+    stdout. Skips where a thread cannot take a table of its own, or kcmp is missing."""
     refused = _own_fd_tables_refused()
     if refused:
         pytest.skip(f"unshare(CLONE_FILES) refused here ({refused}): spprof opens as before")
     lib = build_shared_library(tmp_path, "churn", CHURN_SOURCE, "-O1", "-pthread")
     watch = build_shared_library(tmp_path, "openwatch", OPEN_WATCH_SOURCE, "-O1", "-ldl")
-    script = tmp_path / "startstop.py"
-    script.write_text(OPENS_IN_START_AND_STOP)
+    script = tmp_path / "watched.py"
+    script.write_text(source)
     env = dict(
         _env(), LD_PRELOAD=" ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(watch)]))
     )
     r = subprocess.run(
-        [sys.executable, str(script), str(lib), mode],
+        [sys.executable, str(script), str(lib), arg],
         capture_output=True,
         text=True,
         timeout=120,
@@ -549,9 +540,7 @@ def test_start_and_stop_open_no_proc_file_in_the_programs_table(tmp_path, mode):
     assert r.returncode == 0, r.stderr
     if r.stdout.strip() == "no-kcmp":
         pytest.skip("kcmp(2) is not available here")
-    in_start, in_stop, seen = (int(x) for x in r.stdout.split())
-    assert seen >= 9, r.stdout  # the main thread and the 8 waiting: their files were read
-    assert (in_start, in_stop) == (0, 0), r.stdout
+    return r.stdout
 
 
 def _own_fd_tables_refused() -> str:
