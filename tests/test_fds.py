@@ -424,7 +424,8 @@ int openat64(int dirfd, const char* path, int flags, ...) {
 }
 """
 
-OPENS_WHILE_THREADS_CHURN = textwrap.dedent(
+# What both watched programs begin with: the watcher's functions and the churning library.
+WATCHED_PRELUDE = textwrap.dedent(
     """
     import ctypes, sys, threading
     import spprof
@@ -436,6 +437,11 @@ OPENS_WHILE_THREADS_CHURN = textwrap.dedent(
     if not watch.watch_kcmp_works():
         print("no-kcmp")
         sys.exit(0)
+    """
+)
+
+OPENS_WHILE_THREADS_CHURN = WATCHED_PRELUDE + textwrap.dedent(
+    """
     started = []
     churner = threading.Thread(target=lambda: started.append(lib.churn(2.0)))
     spprof.start(interval_ms=1, native=sys.argv[2] == "native")
@@ -470,18 +476,8 @@ def test_no_proc_file_is_opened_in_the_programs_table_while_native_threads_come_
     assert shared_opens == 0, out
 
 
-OPENS_IN_START_AND_STOP = textwrap.dedent(
+OPENS_IN_START_AND_STOP = WATCHED_PRELUDE + textwrap.dedent(
     """
-    import ctypes, sys, threading
-    import spprof
-
-    watch = ctypes.CDLL(None)  # the preloaded watcher's functions
-    lib = ctypes.CDLL(sys.argv[1])
-    lib.churn.argtypes = [ctypes.c_double]
-    lib.churn.restype = ctypes.c_long
-    if not watch.watch_kcmp_works():
-        print("no-kcmp")
-        sys.exit(0)
     done = threading.Event()
     waiting = [threading.Thread(target=done.wait) for _ in range(8)]
     for t in waiting:
