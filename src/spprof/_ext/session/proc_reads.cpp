@@ -28,13 +28,11 @@ void on_worker(Read&& read) {
 void proc_reads_use_worker(OwnTableWorker* worker) { t_worker = worker; }
 
 ProcReadsApart::ProcReadsApart() {
-    if (t_worker != nullptr) return;
-    t_worker = &worker_;
-    used_ = true;
+    if (t_worker == nullptr) t_worker = &worker_;
 }
 
 ProcReadsApart::~ProcReadsApart() {
-    if (!used_) return;
+    if (t_worker != &worker_) return;  // nested, or the thread had a worker of its own
     t_worker = nullptr;
     worker_.stop();  // joined: the caller returns to the program with no thread of ours added
 }

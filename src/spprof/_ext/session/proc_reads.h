@@ -28,8 +28,7 @@ public:
     ProcReadsApart& operator=(const ProcReadsApart&) = delete;
 
 private:
-    OwnTableWorker worker_;
-    bool used_ = false;
+    OwnTableWorker worker_;  // in use while this thread's reads point at it
 };
 
 // platform_thread_start_ticks and the rest (platform.h), wherever this thread's reads go.

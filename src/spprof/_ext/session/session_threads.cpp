@@ -472,11 +472,11 @@ void SessionThreads::scan(PyThreadState* exclude, bool count_found) {
         // A new state on a thread we sample through another (a C thread's PyGILState_Ensure
         // after a Release): the same OS thread, which goes on by its tid from now on.
         auto same_tid = python_by_tid_.find(f.tid);
-        if (same_tid != python_by_tid_.end() && (it == live_by_tstate_.end() || it->second != same_tid->second)) {
-            date_found();  // it may be one this scan registered: continue_as_native needs its date
-        }
-        if (same_tid != python_by_tid_.end() && (it == live_by_tstate_.end() || it->second != same_tid->second) &&
-            continue_as_native(same_tid->second)) {
+        const bool other_state =
+            same_tid != python_by_tid_.end() && (it == live_by_tstate_.end() || it->second != same_tid->second);
+        // It may be one this scan registered: continue_as_native needs its date.
+        if (other_state) date_found();
+        if (other_state && continue_as_native(same_tid->second)) {
             ++acted;
             previous_.swap(found_);
             read_thread_list(exclude);
