@@ -39,17 +39,17 @@ def thread_label(name: str, native_id: int) -> str:
 
 
 def render(profile: ProfileData, thread_roots: bool = False) -> bytes:
-    # (thread root or "", stack id) -> time; one OS thread whose Python thread state was
-    # recreated has several serials but one label.
-    weights: dict[tuple[str, int], int] = {}
+    # (thread root or "", frames) -> time; one OS thread whose Python thread state was
+    # recreated has several serials but one label, and with --native one function's samples
+    # at several addresses are several stacks of the same frames: one line each.
+    weights: dict[tuple[str, tuple[int, ...]], int] = {}
     threads = profile.thread_table
     for (serial, stack), (_, w) in profile.stack_weights().items():
         t = threads[serial]
-        key = (thread_label(t.label, t.native_id) if thread_roots else "", stack)
+        key = (thread_label(t.label, t.native_id) if thread_roots else "", profile.stacks[stack])
         weights[key] = weights.get(key, 0) + w
     lines = []
-    for (root, stack), w in weights.items():
-        ids = profile.stacks[stack]
+    for (root, ids), w in weights.items():
         us = max(1, round(w / 1000))
         if ids:
             folded = ";".join(frame_label(profile.frame_table[i]) for i in ids)

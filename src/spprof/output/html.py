@@ -44,15 +44,17 @@ def page_data(profile: ProfileData) -> dict[str, Any]:
         return idx
 
     stacks: list[list[int]] = []
-    stack_ids: dict[int, int] = {}
+    # By frames: with --native one function's samples at several addresses are several
+    # stacks of the same frames, drawn once.
+    stack_ids: dict[tuple[int, ...], int] = {}
     # Threads by logical identity, like Profile.threads (a recreated thread state is one thread).
     infos = profile.threads
     thread_index = {t.key: i for i, t in enumerate(infos)}
     counts: list[list[int]] = [[] for _ in infos]
     for (serial, stack), (n, weight) in sorted(profile.stack_weights().items()):
-        sid = stack_ids.get(stack)
+        sid = stack_ids.get(profile.stacks[stack])
         if sid is None:
-            sid = stack_ids[stack] = len(stacks)
+            sid = stack_ids[profile.stacks[stack]] = len(stacks)
             stacks.append([frame(fid) for fid in profile.stacks[stack]])
         t = profile.thread_table[serial]
         counts[thread_index[t.key]].extend((sid, n, weight))
