@@ -9,8 +9,17 @@ from collections import defaultdict
 
 import pytest
 
+from spprof import Frame
+from spprof._rows import FLAG_ON_CPU
 from spprof.output import render
-from test_formats_common import find_tool, real_profile, small_profile, tool_env
+from test_formats_common import (
+    MS,
+    find_tool,
+    pack_rows,
+    real_profile,
+    small_profile,
+    tool_env,
+)
 
 
 # ---- a minimal protobuf reader -----------------------------------------------------------
@@ -75,10 +84,17 @@ class Decoded:
             f = fields(raw)
             self.functions[one(f, 1)] = (s[one(f, 2)], s[one(f, 4)], one(f, 5))
         self.locations = {}
+        self.addresses = {}  # location id -> (mapping id, address)
         for raw in top[4]:
             loc = fields(raw)
             lines = [fields(x) for x in loc[4]]
             self.locations[one(loc, 1)] = [(one(x, 1), one(x, 2)) for x in lines]
+            self.addresses[one(loc, 1)] = (one(loc, 2), one(loc, 3))
+        # mapping id -> (start, limit, file offset, file name, has_functions)
+        self.mappings = {}
+        for raw in top.get(3, []):
+            m = fields(raw)
+            self.mappings[one(m, 1)] = (one(m, 2), one(m, 3), one(m, 4), s[one(m, 5)], one(m, 7))
         self.samples = []
         for raw in top[2]:
             smp = fields(raw)
@@ -179,3 +195,63 @@ def test_real_profile_decodes_with_lines_inside_the_function(tmp_path):
     assert lines and all(start < line <= start + 6 for line in lines)
     threads = {labels["thread_name"] for _, _, labels in d.samples}
     assert {"MainThread", "warm-worker"} <= threads
+
+
+def _native_profile():
+    """small_profile with a native leaf `sum_loop` (libx.so, load bias 0x7000_0000) under
+    main, sampled at two addresses: two stacks of the same frames."""
+    p = small_profile()
+    p.frame_table.append(Frame("sum_loop", "/lib/libx.so", 0, is_native=True))
+    native = len(p.frame_table) - 1
+    p.stacks += [(0, 1, native), (0, 1, native)]
+    a, b = len(p.stacks) - 2, len(p.stacks) - 1
+    bias = 0x7000_0000
+    p.native_libraries = {"/lib/libx.so": bias}
+    p.stack_addresses = {
+        a: (p.stacks[a], (0, 0, bias + 0x1234)),
+        b: (p.stacks[b], (0, 0, bias + 0x1240)),
+    }
+    t0 = p.start_ns + 20 * MS
+    rows = [(t0 + i * MS, MS, a if i < 3 else b, 0, FLAG_ON_CPU) for i in range(5)]
+    p.rows += pack_rows(rows)
+    p._samples = None
+    return p, a, b, bias
+
+
+def test_native_addresses_are_locations_of_one_function_in_the_library_s_mapping():
+    p, _, _, bias = _native_profile()
+    d = Decoded(render(p, "pprof"))
+    fns = [fid for fid, f in d.functions.items() if f[0] == "sum_loop"]
+    assert len(fns) == 1  # one function
+    at = {}
+    for locs, values, _ in d.samples:
+        ((fn, _),) = d.locations[locs[0]]
+        if fn == fns[0]:
+            mapping, address = d.addresses[locs[0]]
+            at[address] = at.get(address, 0) + values[0]
+            assert d.mappings[mapping] == (bias, bias + 0x1241, 0, "/lib/libx.so", 1)
+            # The Python callers have no address and no mapping.
+            assert all(d.addresses[loc] == (0, 0) for loc in locs[1:])
+    assert at == {bias + 0x1234: 3, bias + 0x1240: 2}
+    # Collapsed: one line for the two stacks of the same frames.
+    lines = [x for x in render(p, "collapsed").decode().splitlines() if "sum_loop" in x]
+    assert len(lines) == 1 and lines[0].endswith(" 5000"), lines
+
+
+def test_native_addresses_follow_their_frames_when_a_view_cuts_the_stack():
+    p, a, b, bias = _native_profile()
+    # The runner's cut at the root (drop_root_frames), then a view that drops a frame from the
+    # middle and puts a synthetic frame at the root (--async's task frame).
+    p.drop_root_frames(lambda f: f.function_name == "<module>")
+    assert p.frame_addresses(a) == (0, bias + 0x1234)
+    native = p.stacks[b][-1]
+    p.frame_table.append(Frame("<task> t", "", 0))
+    p.stacks[b] = (len(p.frame_table) - 1, native)
+    assert p.frame_addresses(b) == (0, bias + 0x1240)
+    # A stack without addresses has zeros.
+    assert p.frame_addresses(0) == (0, 0)
+    d = Decoded(render(p, "pprof"))
+    assert sorted(addr for _, addr in d.addresses.values() if addr) == [
+        bias + 0x1234,
+        bias + 0x1240,
+    ]

@@ -23,6 +23,9 @@ import pytest
 import spprof
 import workloads as w
 from conftest import build_shared_library, native_leaf_counts, run_python
+from spprof.output import render
+from test_formats_common import find_tool, tool_env
+from test_formats_pprof import Decoded
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="native unwinding runs on Linux (macOS: Mach)"
@@ -333,6 +336,97 @@ def test_stripped_library_static_functions_are_one_frame_each(tmp_path):
     # Enough samples in each that the old code (a row per sampled address) would have made
     # several rows; kept low: a loaded machine delivers a few dozen signals for these 0.6 s.
     assert min(weights.values()) >= 3, weights
+
+
+def _spin_profile(tmp_path: Path) -> tuple[Path, dict[str, int], dict[str, int], spprof.Profile]:
+    """The stripped library's two functions run for 0.6 s at 1 ms with native frames: the
+    library, the functions' starts and sizes (nm, unstripped build), the profile."""
+    lib, starts = _stripped_spin_library(tmp_path)
+    sizes = {}
+    nm = subprocess.run(
+        ["nm", "-S", str(tmp_path / "libspin_full.so")], capture_output=True, text=True, check=True
+    ).stdout
+    for line in nm.split("\n"):
+        parts = line.split()
+        if len(parts) == 4 and parts[3] in starts:
+            sizes[parts[3]] = int(parts[1], 16)
+    run = ctypes.CDLL(str(lib)).run
+    run.argtypes = [ctypes.c_double]
+    with spprof.Profiler(interval_ms=1, native=True) as p:
+        run(0.6)
+    assert p.profile is not None
+    return lib, starts, sizes, p.profile
+
+
+def test_pprof_keeps_each_sampled_address_inside_the_function_s_one_row(tmp_path):
+    # Issue 28: a native function is one row (test above), and pprof's locations keep the
+    # addresses it was sampled at, in a mapping of its library, for `-addresses`, `-disasm`
+    # and `list` (old code: one location per function, no address, no mapping).
+    lib, starts, sizes, profile = _spin_profile(tmp_path)
+    counts = native_leaf_counts(
+        profile.samples, lambda f: f.function_name.startswith(lib.name + "+")
+    )
+    d = Decoded(render(profile, "pprof"))
+    by_function: dict[str, dict[int, int]] = {}  # name -> {address in the file: samples}
+    for locs, values, _ in d.samples:
+        leaf = locs[0]
+        ((fn, _line),) = d.locations[leaf]
+        name = d.functions[fn][0]
+        if not name.startswith(lib.name + "+"):
+            continue
+        mapping, address = d.addresses[leaf]
+        start, limit, offset, filename, has_functions = d.mappings[mapping]
+        assert filename == str(lib) and has_functions == 1 and offset == 0, d.mappings[mapping]
+        assert start <= address < limit, (hex(start), hex(address), hex(limit))
+        at = by_function.setdefault(name, {})
+        at[address - start] = at.get(address - start, 0) + values[0]
+    for fn in ("spin_a", "spin_b"):
+        name = f"{lib.name}+{hex(starts[fn])}"
+        # Every address is inside the function (nm's start and size in the unstripped build),
+        # and the addresses hold all of the function's samples, which the profile shows as one row.
+        inside = by_function[name]
+        assert all(starts[fn] <= a < starts[fn] + sizes[fn] for a in inside), (fn, inside)
+        assert sum(inside.values()) == counts[name], (fn, inside, counts)
+    # The loops' samples land on several of their instructions (5 to 6 of each here).
+    assert sum(len(at) for at in by_function.values()) >= 3, by_function
+    # One Function per function, however many locations.
+    names = [f[0] for f in d.functions.values() if f[0].startswith(lib.name + "+")]
+    assert sorted(names) == sorted(by_function), names
+    # Every other output merges them: one collapsed line per path, not one per address.
+    lines = render(profile, "collapsed").decode().splitlines()
+    paths = [line.rsplit(" ", 1)[0] for line in lines]
+    assert len(paths) == len(set(paths)), lines
+
+
+def test_go_tool_pprof_shows_a_native_function_once_and_its_addresses_apart(tmp_path):
+    go = find_tool(("go",), "golang-go")
+    lib, starts, _, profile = _spin_profile(tmp_path)
+    path = tmp_path / "native.pb.gz"
+    profile.save(path, "pprof")
+    env = tool_env(
+        HOME=str(tmp_path), GOCACHE=str(tmp_path / "gocache"), PPROF_TMPDIR=str(tmp_path)
+    )
+
+    def rows(*extra: str) -> list[list[str]]:
+        out = subprocess.run(
+            [go, "tool", "pprof", "-top", "-nodecount=1000", *extra, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=True,
+        ).stdout.splitlines()
+        start = next(i for i, line in enumerate(out) if line.strip().startswith("flat"))
+        return [line.split() for line in out[start + 1 :] if lib.name + "+" in line]
+
+    names = {f"{lib.name}+{hex(starts[fn])}" for fn in ("spin_a", "spin_b")}
+    # By function: each of the two once.
+    assert sorted(r[5] for r in rows()) == sorted(names), rows()
+    # By address (`-addresses`): a row per sampled instruction, each in one of the two.
+    by_address = rows("-addresses")
+    assert len(by_address) >= 3, by_address
+    assert {r[6] for r in by_address} == names, by_address
+    assert len({r[5] for r in by_address}) == len(by_address), by_address
 
 
 OFF_GIL_PROGRAM = r"""

@@ -161,4 +161,12 @@ def join(first: ProfileData, second: P) -> P:
         stats=stats,
         metadata=dict(second.metadata),
         folds=folds,
+        stack_addresses={
+            **first.stack_addresses,
+            **{
+                i + nstacks: (tuple(f + nframes for f in ids), at)
+                for i, (ids, at) in second.stack_addresses.items()
+            },
+        },
+        native_libraries={**first.native_libraries, **second.native_libraries},
     )

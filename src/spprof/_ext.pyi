@@ -24,6 +24,9 @@ class RawProfile(TypedDict):
     samples: bytes  # packed rows, SAMPLE_ROW_FORMAT each
     folds: dict[int, int]  # row index -> samples that row holds (wall mode's folded waits), > 1
     threads: list[RawThread]
+    # native mode: stack id -> address beside each frame (0: none), for stacks with one
+    stack_addresses: dict[int, tuple[int, ...]]
+    native_libraries: dict[str, int]  # library path -> load bias
     stats: dict[str, Any]
     start_ns: int
     end_ns: int

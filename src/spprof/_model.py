@@ -203,6 +203,17 @@ class ProfileData:
     # Row index -> samples that row holds, for rows holding more than one: a blocked thread's
     # wait folded into one row (wall mode; stack_store.h). Rows not here hold one sample.
     folds: dict[int, int] = field(default_factory=dict)
+    # Native mode: stack id -> (its frames as sampled, the address of each: 0 for a frame that
+    # is not native), for stacks with a native frame; equal frames at other addresses are
+    # other stacks (pprof's locations keep addresses, every other output merges by frame).
+    # The frames are kept so that views that cut or relabel stacks need not keep addresses
+    # in step (frame_addresses). native_libraries: each library's load bias (an address
+    # minus it is the address in the file). Neither is kept in .spprof files nor in
+    # --subprocesses merges: pprof files written from those are per function.
+    stack_addresses: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(
+        default_factory=dict
+    )
+    native_libraries: dict[str, int] = field(default_factory=dict)
     _samples: Optional[list[Sample]] = field(default=None, repr=False)
 
     # ---- construction -------------------------------------------------------------------
@@ -226,19 +237,25 @@ class ProfileData:
             for (name, qualname, filename, line, first, native) in raw["frames"]
         ]
         stats = dict(raw["stats"])
+        stacks = list(raw["stacks"])
         return cls(
             interval_ms=interval_ms,
             mode=mode,
             duration_ns=max(0, raw["end_ns"] - raw["start_ns"]),
             start_ns=raw["start_ns"],
             frame_table=frames,
-            stacks=list(raw["stacks"]),
+            stacks=stacks,
             rows=raw["samples"],
             thread_table=[ThreadRecord.from_dict(t) for t in raw["threads"]],
             dropped_count=int(stats.get("samples_dropped", 0)),
             stats=stats,
             metadata=dict(metadata),
             folds=dict(raw.get("folds") or {}),
+            stack_addresses={
+                sid: (stacks[sid], tuple(at))
+                for sid, at in (raw.get("stack_addresses") or {}).items()
+            },
+            native_libraries=dict(raw.get("native_libraries") or {}),
         )
 
     # ---- raw access for writers -------------------------------------------------------------
@@ -292,6 +309,30 @@ class ProfileData:
     def row_count(self) -> int:
         """Rows held: a folded row is one."""
         return len(self.rows) // ROW.size
+
+    def frame_addresses(self, stack_id: int) -> tuple[int, ...]:
+        """The address of each frame of the stack as it is now (0: none kept), beside it.
+        Views cut stacks at the root (the runner, a greenlet's run), drop frames from the
+        middle (@profile's wrapper) or put a synthetic frame at the root (--async): each frame
+        of today's stack takes the address of the same frame in the stack as sampled, matched
+        from the leaf, where they agree."""
+        ids = self.stacks[stack_id]
+        kept = self.stack_addresses.get(stack_id)
+        if kept is None:
+            return (0,) * len(ids)
+        old, at = kept
+        if old is ids:
+            return at
+        out = [0] * len(ids)
+        j = len(old) - 1
+        for k in range(len(ids) - 1, -1, -1):
+            i = j
+            while i >= 0 and old[i] != ids[k]:
+                i -= 1
+            if i >= 0:
+                out[k] = at[i]
+                j = i - 1
+        return tuple(out)
 
     def stack_frames(self, stack_id: int) -> tuple[Frame, ...]:
         table = self.frame_table

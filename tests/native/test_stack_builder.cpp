@@ -121,6 +121,28 @@ TEST(stack_builder_interleaves_at_eval_frames) {
     CHECK(n.native_pcs == std::vector<uint64_t>({10, 20, 30}));
 }
 
+TEST(stack_builder_keeps_each_native_frame_s_address_beside_it) {
+    // The interleaved stack of the test above: each native frame's pc as the namer was asked
+    // for it (pprof's locations), 0 beside the Python frames; the folded start-up frame's pc
+    // goes with it. A Python-only record has no addresses.
+    FakeNamer n;
+    StackBuilder b = builder();
+    Record r({py(3), py(2, true), py(1, true)}, {10, 151, 21, 161, 31});
+    b.build(r.hdr, r.frames(), n);
+    CHECK(b.pcs() == std::vector<uint64_t>({0, 20, 0, 0, 10}));
+    Record t({py(1, true)}, {10, 151}, kSampleTruncated);
+    CHECK(same(b.build(t.hdr, t.frames(), n), {kTruncated, 1001, 5010}));
+    CHECK(b.pcs() == std::vector<uint64_t>({0, 0, 10}));
+    Record p({py(2), py(1)}, {});
+    b.build(p.hdr, p.frames(), n);
+    CHECK(b.pcs().empty());
+    // Interpreter frames kept: theirs too, the eval frame's included.
+    StackBuilder keep = builder(true);
+    Record k({py(1, true)}, {901, 151, 31});
+    CHECK(same(keep.build(k.hdr, k.frames(), n), {5030, 1001, 5150, 5901}));
+    CHECK(keep.pcs() == std::vector<uint64_t>({30, 0, 150, 901}));
+}
+
 TEST(stack_builder_drops_interpreter_frames_unless_asked) {
     FakeNamer n;
     StackBuilder b = builder();

@@ -194,3 +194,47 @@ TEST(store_window_cuts_a_long_folded_wait_only_where_it_needs_to) {
         CHECK_EQ(got[0].weight_ns, want_ns);
     }
 }
+
+TEST(store_the_same_frames_at_other_addresses_are_another_stack) {
+    // Native mode: one stack per (frames, addresses), so pprof's locations keep each address
+    // while every other output merges the stacks' equal frames.
+    StackStore st;
+    const uint32_t frames[3] = {7, 8, 9};
+    const uint64_t at_a[3] = {0, 0x1000, 0x2004};
+    const uint64_t at_b[3] = {0, 0x1000, 0x2010};
+    const uint32_t plain = st.intern(frames, 3);
+    CHECK(st.pcs(plain) == nullptr);  // no addresses made yet: none kept
+    const uint32_t a = st.intern(frames, 3, at_a);
+    const uint32_t b = st.intern(frames, 3, at_b);
+    CHECK(a != plain);
+    CHECK(b != a);
+    CHECK_EQ(st.intern(frames, 3, at_a), a);
+    CHECK_EQ(st.intern(frames, 3), plain);
+    const uint64_t zeros[3] = {0, 0, 0};
+    CHECK_EQ(st.intern(frames, 3, zeros), plain);  // no address at all: the plain stack
+    CHECK_EQ(st.stack_count(), static_cast<size_t>(3));
+    for (uint32_t k = 0; k < 3; ++k) {
+        CHECK_EQ(st.pool()[st.begin(b) + k], frames[k]);
+        CHECK_EQ(st.pcs(b)[k], at_b[k]);
+        CHECK_EQ(st.pcs(a)[k], at_a[k]);
+        CHECK_EQ(st.pcs(plain)[k], static_cast<uint64_t>(0));
+    }
+    // A stack interned after addresses began, without any, has zeros beside it.
+    const uint32_t other[2] = {7, 10};
+    const uint32_t c = st.intern(other, 2);
+    CHECK_EQ(st.pcs(c)[0], static_cast<uint64_t>(0));
+    CHECK_EQ(st.pcs(c)[1], static_cast<uint64_t>(0));
+    CHECK_EQ(st.intern(other, 2), c);
+}
+
+TEST(store_the_first_stack_keeps_its_addresses) {
+    // The first stack of a session is the one that starts the address pool.
+    StackStore st;
+    const uint32_t frames[2] = {3, 4};
+    const uint64_t at[2] = {0, 0x4000};
+    const uint32_t id = st.intern(frames, 2, at);
+    CHECK(st.pcs(id) != nullptr);
+    CHECK_EQ(st.pcs(id)[1], static_cast<uint64_t>(0x4000));
+    CHECK_EQ(st.intern(frames, 2, at), id);
+    CHECK(st.intern(frames, 2) != id);
+}

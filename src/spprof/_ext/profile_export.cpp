@@ -1,6 +1,7 @@
 // profile_export.cpp: see profile_export.h.
 #include "profile_export.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "session/session.h"
@@ -130,6 +131,54 @@ PyObject* stacks_list(const Session* s, const Selection& sel) {
     return stacks;
 }
 
+// {export stack id: (address of each frame, 0 for none)} for each stack with a native frame's
+// address (native mode: pprof's locations), and {library: load bias} for the libraries of
+// the native frames named. Both empty without native frames.
+PyObject* addresses_dict(const Session* s, const Selection& sel) {
+    const StackStore& st = s->store();
+    PyObject* d = PyDict_New();
+    if (d == nullptr) return nullptr;
+    for (size_t i = 0; i < sel.stacks.size(); ++i) {
+        const uint64_t* pcs = st.pcs(sel.stacks[i]);
+        if (pcs == nullptr) break;  // no stack has any
+        const uint32_t n = st.end(sel.stacks[i]) - st.begin(sel.stacks[i]);
+        if (std::none_of(pcs, pcs + n, [](uint64_t pc) { return pc != 0; })) continue;
+        PyObject* t = PyTuple_New(n);
+        bool ok = t != nullptr;
+        for (uint32_t k = 0; ok && k < n; ++k) {
+            PyObject* v = PyLong_FromUnsignedLongLong(pcs[k]);
+            ok = v != nullptr;
+            if (ok) PyTuple_SET_ITEM(t, k, v);
+        }
+        PyObject* key = ok ? PyLong_FromSize_t(i) : nullptr;
+        ok = key != nullptr && PyDict_SetItem(d, key, t) == 0;
+        Py_XDECREF(key);
+        Py_XDECREF(t);
+        if (!ok) {
+            Py_DECREF(d);
+            return nullptr;
+        }
+    }
+    return d;
+}
+
+PyObject* libraries_dict(const Session* s) {
+    const Resolver& res = s->resolver();
+    PyObject* d = PyDict_New();
+    if (d == nullptr) return nullptr;
+    for (const auto& [lib, bias] : res.library_biases()) {
+        const std::string& path = res.strings().at(lib);
+        PyObject* v = PyLong_FromUnsignedLongLong(bias);
+        const bool ok = v != nullptr && PyDict_SetItemString(d, path.c_str(), v) == 0;
+        Py_XDECREF(v);
+        if (!ok) {
+            Py_DECREF(d);
+            return nullptr;
+        }
+    }
+    return d;
+}
+
 // {row index: samples it holds} for each row holding more than one (StackStore::folds).
 PyObject* folds_dict(const std::vector<std::pair<size_t, uint64_t>>& folds) {
     PyObject* d = PyDict_New();
@@ -217,6 +266,8 @@ PyObject* export_profile(const Session* s, PyObject* stats, const ExportWindow* 
     ok = put(result, "samples", samples) && ok;
     ok = put(result, "folds", folds_obj) && ok;
     ok = put(result, "threads", threads) && ok;
+    ok = ok && put(result, "stack_addresses", addresses_dict(s, sel));
+    ok = ok && put(result, "native_libraries", libraries_dict(s));
     if (ok) {
         Py_INCREF(stats);
         ok = put(result, "stats", stats) && put(result, "start_ns", PyLong_FromUnsignedLongLong(start)) &&

@@ -196,6 +196,7 @@ uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter, FileReadGate* 
     }
     const uint32_t name_id = strings_.intern(name);
     const uint32_t lib_id = strings_.intern(sym.library);
+    if (!sym.library.empty()) library_biases_.emplace(lib_id, sym.load_bias);
     FrameKey key{name_id, lib_id, name_id, 0, true};
     const uint32_t id = intern_frame(key, 0);
     const bool interp = !sym.library.empty() && sym.library == interpreter_library_;
@@ -207,7 +208,7 @@ uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter, FileReadGate* 
 size_t Resolver::memory_bytes() const {
     // O(1): the drain asks every pass.
     return kRecentFrames * sizeof(RecentFrame) + strings_.memory_bytes() + codes_.size() * 160 +
-           instr_entries_ * 40 + natives_.size() * 48 + frames_.size() * (sizeof(FrameInfo) + 48);
+           instr_entries_ * 40 + natives_.size() * 48 + library_biases_.size() * 32 + frames_.size() * (sizeof(FrameInfo) + 48);
 }
 
 }  // namespace spprof

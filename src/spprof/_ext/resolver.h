@@ -84,6 +84,10 @@ public:
 
     const std::vector<FrameInfo>& frames() const { return frames_; }
     const StringTable& strings() const { return strings_; }
+    // Native mode: each library a native frame named (its string id, the frame's file), with
+    // where its file addresses start in memory; a sampled address minus it is the address in
+    // the file, what pprof's mappings and addr2line want.
+    const std::unordered_map<uint32_t, uint64_t>& library_biases() const { return library_biases_; }
     uint64_t unknown_count() const { return unknown_; }
     size_t code_count() const { return codes_.size(); }
     Symbolizer& symbolizer() { return symbolizer_; }
@@ -148,6 +152,7 @@ private:
 
     std::unordered_map<uintptr_t, CodeEntry> codes_;
     std::unordered_map<uint64_t, NativeEntry> natives_;  // by pc
+    std::unordered_map<uint32_t, uint64_t> library_biases_;
     Symbolizer symbolizer_;
     std::string interpreter_library_;  // module holding the eval loop; resolved lazily
     bool interpreter_known_ = false;

@@ -8,7 +8,11 @@ What goes in:
 - two sample types: `samples/count` and `cpu/nanoseconds` (`wall/nanoseconds` for a wall
   clock session); the time is the default, and the period is the sampling interval;
 - one Function per (qualified name, file, first line) with its start line, and one Location
-  per (function, line): the line a frame was executing;
+  per (function, line): the line a frame was executing; with --native, a native frame's
+  Location is per sampled address (its `address`, the pc of a running frame, a caller's
+  return address minus one), in a Mapping per library (start: its load bias, so an address
+  minus the start is the address in the file; `has_functions` set: pprof does not look the
+  names up again), so `-addresses`, `-disasm` and `list` work inside a function;
 - one Sample per (thread, stack), leaf first as pprof wants, labelled `thread_name` (string)
   and `thread_id` (the OS thread id, number), and with --async `task` (the innermost task's
   coroutine, when the stack is a task's), and with --greenlets `greenlet` (a waiting
@@ -34,7 +38,8 @@ P_DURATION, P_PERIOD_TYPE, P_PERIOD, P_COMMENT, P_DEFAULT_SAMPLE_TYPE = 10, 11, 
 VT_TYPE, VT_UNIT = 1, 2
 S_LOCATION_ID, S_VALUE, S_LABEL = 1, 2, 3
 LABEL_KEY, LABEL_STR, LABEL_NUM = 1, 2, 3
-LOC_ID, LOC_LINE = 1, 4
+LOC_ID, LOC_MAPPING_ID, LOC_ADDRESS, LOC_LINE = 1, 2, 3, 4
+MAP_ID, MAP_START, MAP_LIMIT, MAP_FILE_OFFSET, MAP_FILENAME, MAP_HAS_FUNCTIONS = 1, 2, 3, 4, 5, 7
 LINE_FUNCTION_ID, LINE_LINE = 1, 2
 FN_ID, FN_NAME, FN_SYSTEM_NAME, FN_FILENAME, FN_START_LINE = 1, 2, 3, 4, 5
 
@@ -96,12 +101,15 @@ def render(profile: ProfileData) -> bytes:
 
     functions: dict[tuple[str, str, int], int] = {}  # key -> function id (1-based)
     function_msgs: list[bytes] = []
-    locations: dict[int, int] = {}  # frame table index -> location id (1-based)
+    locations: dict[tuple[int, int], int] = {}  # (frame index, address) -> location id (1-based)
     location_msgs: list[bytes] = []
-    by_line: dict[tuple[int, int], int] = {}  # (function id, line) -> location id
+    # (function id, line, address) -> location id; address 0: a Python frame, or no address kept
+    by_line: dict[tuple[int, int, int], int] = {}
+    libraries = profile.native_libraries
+    mappings: dict[str, list[int]] = {}  # library -> [mapping id, highest address in it]
 
-    def location(fid: int) -> int:
-        loc = locations.get(fid)
+    def location(fid: int, address: int = 0) -> int:
+        loc = locations.get((fid, address))
         if loc is not None:
             return loc
         f = profile.frame_table[fid]
@@ -124,14 +132,25 @@ def render(profile: ProfileData) -> bytes:
                 )
             )
         line = max(0, f.lineno)
-        loc = by_line.get((fn, line))
+        loc = by_line.get((fn, line, address))
         if loc is None:
-            loc = by_line[(fn, line)] = len(by_line) + 1
+            loc = by_line[(fn, line, address)] = len(by_line) + 1
             line_msg = field_varint(LINE_FUNCTION_ID, fn) + field_varint(LINE_LINE, line)
+            mapping = 0
+            if address and f.filename in libraries:
+                m = mappings.setdefault(f.filename, [len(mappings) + 1, address])
+                m[1] = max(m[1], address)
+                mapping = m[0]
             location_msgs.append(
-                field_bytes(P_LOCATION, field_varint(LOC_ID, loc) + field_bytes(LOC_LINE, line_msg))
+                field_bytes(
+                    P_LOCATION,
+                    field_varint(LOC_ID, loc)
+                    + field_varint(LOC_MAPPING_ID, mapping)
+                    + field_varint(LOC_ADDRESS, address)
+                    + field_bytes(LOC_LINE, line_msg),
+                )
             )
-        locations[fid] = loc
+        locations[(fid, address)] = loc
         return loc
 
     threads = profile.thread_table
@@ -155,7 +174,11 @@ def render(profile: ProfileData) -> bytes:
         locs = stack_locs.get(stack)
         if locs is None:
             # pprof lists a sample's locations leaf first; spprof's stacks are root first.
-            locs = stack_locs[stack] = [location(fid) for fid in reversed(profile.stacks[stack])]
+            ids = profile.stacks[stack]
+            at = profile.frame_addresses(stack)
+            locs = stack_locs[stack] = [
+                location(fid, a) for fid, a in zip(reversed(ids), reversed(at))
+            ]
             found = innermost_task(table, profile.stacks[stack])
             task = found[1] if found is not None else None
             if task is not None:
@@ -189,6 +212,19 @@ def render(profile: ProfileData) -> bytes:
             )
         )
 
+    for path, (mid, highest) in mappings.items():
+        start = libraries[path]
+        out.append(
+            field_bytes(
+                P_MAPPING,
+                field_varint(MAP_ID, mid)
+                + field_varint(MAP_START, start)
+                + field_varint(MAP_LIMIT, max(highest + 1, start + 1))
+                + field_varint(MAP_FILE_OFFSET, 0)
+                + field_varint(MAP_FILENAME, strings(path))
+                + field_varint(MAP_HAS_FUNCTIONS, 1),
+            )
+        )
     out.extend(location_msgs)
     out.extend(function_msgs)
     meta = profile.metadata

@@ -104,13 +104,14 @@ uint32_t SampleDrain::stack_of_idle(uint32_t serial, uint32_t flags) const {
     return wait != kNoStack ? wait : last_stack_[serial];
 }
 
-uint32_t SampleDrain::intern_stack(const std::vector<uint32_t>& ids) {
+uint32_t SampleDrain::intern_stack(const std::vector<uint32_t>& ids, const std::vector<uint64_t>& pcs) {
     // Most records of a thread repeat the stack of the one before (a loop on one line): the
     // store's hash of the whole stack is skipped for them. Stacks are never removed from the
     // store, so the id stays right for the session.
-    if (last_built_stack_ != kNoStack && ids == last_built_) return last_built_stack_;
+    if (last_built_stack_ != kNoStack && ids == last_built_ && pcs == last_built_pcs_) return last_built_stack_;
     last_built_ = ids;
-    last_built_stack_ = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()));
+    last_built_pcs_ = pcs;
+    last_built_stack_ = store_.intern(ids.data(), static_cast<uint32_t>(ids.size()), pcs.empty() ? nullptr : pcs.data());
     return last_built_stack_;
 }
 
@@ -205,7 +206,7 @@ bool SampleDrain::drain_one(RingBuffer* ring, SymbolReads* reads) {
                 if (stored->shared_root != 0) --counters_.records_root_shared;
                 return false;
             }
-            stack = intern_stack(*built);
+            stack = intern_stack(*built, builder_.pcs());
             // A walk that finds the thread blocked where its latest row waits continues that
             // row: a thread that wakes and blocks again on the same line (a contended lock, the
             // GIL after a release of many threads) keeps one row, not one per walk.

@@ -62,7 +62,7 @@ public:
                cpu_flags_.capacity() + (last_ts_.capacity() + cpu_ts_.capacity()) * sizeof(uint64_t) +
                last_row_.capacity() * sizeof(size_t) + last_built_.capacity() * sizeof(uint32_t) +
                share_base_.capacity() * sizeof(std::vector<RawFrame>) + share_bytes_ +
-               whole_frames_.capacity() * sizeof(RawFrame);
+               whole_frames_.capacity() * sizeof(RawFrame) + last_built_pcs_.capacity() * sizeof(uint64_t);
     }
 
 private:
@@ -141,9 +141,11 @@ private:
     size_t share_bytes_ = 0;                         // their capacity, in bytes
     RawSampleHeader whole_hdr_{};
     std::vector<RawFrame> whole_frames_;
-    // The stack id of `ids` (a built stack), interned unless it repeats the last one built.
-    uint32_t intern_stack(const std::vector<uint32_t>& ids);
+    // The stack id of `ids` (a built stack) at `pcs` (StackBuilder::pcs()), interned unless
+    // it repeats the last one built.
+    uint32_t intern_stack(const std::vector<uint32_t>& ids, const std::vector<uint64_t>& pcs);
     std::vector<uint32_t> last_built_;
+    std::vector<uint64_t> last_built_pcs_;
     uint32_t last_built_stack_ = 0xFFFFFFFFu;
     bool over_limit_ = false;
 };

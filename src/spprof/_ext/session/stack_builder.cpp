@@ -14,6 +14,7 @@ StackBuilder::StackBuilder(const StackBuilderConfig& config) : config_(config) {
 const std::vector<uint32_t>& StackBuilder::build(const RawSampleHeader& hdr, const RawFrame* frames,
                                                  FrameNamer& namer) {
     const uint32_t depth = hdr.depth <= kMaxPythonFrames ? hdr.depth : kMaxPythonFrames;
+    pcs_.clear();
     if (hdr.native_depth > 0) {
         build_mixed(hdr, frames, depth, namer);
     } else {
@@ -23,7 +24,10 @@ const std::vector<uint32_t>& StackBuilder::build(const RawSampleHeader& hdr, con
     }
     // A thread caught with no Python frame at all (starting, ending, or C code between
     // two callbacks): its time is real, so it is kept under a frame that says so.
-    if (stack_.empty()) stack_.push_back(config_.no_python_frame);
+    if (stack_.empty()) {
+        stack_.push_back(config_.no_python_frame);
+        if (!pcs_.empty()) pcs_.push_back(0);
+    }
     return stack_;
 }
 
@@ -61,6 +65,7 @@ void StackBuilder::build_mixed(const RawSampleHeader& hdr, const RawFrame* frame
     const auto* pcs = reinterpret_cast<const uint64_t*>(frames + hdr.depth);
     const uint32_t native_depth = hdr.native_depth <= kMaxNativeFrames ? hdr.native_depth : kMaxNativeFrames;
     native_.clear();
+    native_pcs_.clear();
     // In its first and last instructions an eval call is on the native stack while the
     // thread's current frame is still (or again) its caller's: one eval call more than the
     // Python chain has, and it is the leaf-most one. Paired as is, every Python frame would
@@ -81,7 +86,7 @@ void StackBuilder::build_mixed(const RawSampleHeader& hdr, const RawFrame* frame
         if (eval_.count > 0 && is_eval_frame(eval_, lookup)) {
             if (config_.interpreter_frames) {
                 bool interp = false;
-                native_.push_back(namer.native_frame(lookup, &interp));
+                push_native(namer.native_frame(lookup, &interp), lookup);
             }
             if (skip_leaf_eval) {  // no Python frame of its own
                 skip_leaf_eval = false;
@@ -89,7 +94,7 @@ void StackBuilder::build_mixed(const RawSampleHeader& hdr, const RawFrame* frame
             }
             while (py < depth) {
                 const RawFrame& f = frames[py++];
-                native_.push_back(namer.python_frame(f));
+                push_native(namer.python_frame(f), 0);
                 outermost_python = native_.size();
                 if (f.instr & kInstrEntryFlag) break;
             }
@@ -98,20 +103,29 @@ void StackBuilder::build_mixed(const RawSampleHeader& hdr, const RawFrame* frame
         bool interpreter = false;
         const uint32_t id = namer.native_frame(lookup, &interpreter);
         if (interpreter && !config_.interpreter_frames) continue;  // CPython's own C frames
-        native_.push_back(id);
+        push_native(id, lookup);
     }
     // Python frames the native walk did not reach (it stopped early, or no eval ranges are
     // known) go at the root end, where they belong.
     while (py < depth) {
-        native_.push_back(namer.python_frame(frames[py++]));
+        push_native(namer.python_frame(frames[py++]), 0);
         outermost_python = native_.size();
     }
     // Native frames rootward of the outermost Python frame are process or thread start-up
     // (_start, main, clone): folded unless interpreter frames were asked for.
-    if (outermost_python > 0 && !config_.interpreter_frames) native_.resize(outermost_python);
+    if (outermost_python > 0 && !config_.interpreter_frames) {
+        native_.resize(outermost_python);
+        native_pcs_.resize(outermost_python);
+    }
     stack_.clear();
-    if (hdr.flags & kSampleTruncated) stack_.push_back(config_.truncated_frame);
-    for (size_t i = native_.size(); i-- > 0;) stack_.push_back(native_[i]);
+    if (hdr.flags & kSampleTruncated) {
+        stack_.push_back(config_.truncated_frame);
+        pcs_.push_back(0);
+    }
+    for (size_t i = native_.size(); i-- > 0;) {
+        stack_.push_back(native_[i]);
+        pcs_.push_back(native_pcs_[i]);
+    }
 }
 
 }  // namespace spprof

@@ -54,6 +54,10 @@ public:
     // (at most kMaxPythonFrames are used), then hdr.native_depth native pcs (at most
     // kMaxNativeFrames), both leaf first. The result lives until the next call.
     const std::vector<uint32_t>& build(const RawSampleHeader& hdr, const RawFrame* frames, FrameNamer& namer);
+    // The addresses of the last build's frames, beside them (root first): a native frame's pc
+    // as the namer was asked for it (a caller's return address - 1: inside its call), 0 for
+    // any other frame. Empty when the record had no native frames.
+    const std::vector<uint64_t>& pcs() const { return pcs_; }
 
 private:
     void build_mixed(const RawSampleHeader& hdr, const RawFrame* frames, uint32_t depth, FrameNamer& namer);
@@ -63,6 +67,12 @@ private:
     EvalRanges eval_;
     std::vector<uint32_t> stack_;   // the result, root first
     std::vector<uint32_t> native_;  // leaf-first frame ids while interleaving
+    std::vector<uint64_t> native_pcs_;  // beside native_: each one's pc (0: a Python frame)
+    std::vector<uint64_t> pcs_;         // the result's addresses (pcs())
+    void push_native(uint32_t id, uint64_t pc) {
+        native_.push_back(id);
+        native_pcs_.push_back(pc);
+    }
     // The previous record without native frames: its frames and their ids, leaf first
     // (kNotKept where the namer must be asked again).
     static constexpr uint32_t kNotKept = 0xFFFFFFFFu;

@@ -3,32 +3,64 @@
 
 namespace spprof {
 
-uint64_t StackStore::hash(const uint32_t* frames, uint32_t n) {
+namespace {
+
+bool any_pc(const uint64_t* pcs, uint32_t n) {
+    if (pcs == nullptr) return false;
+    for (uint32_t i = 0; i < n; ++i)
+        if (pcs[i] != 0) return true;
+    return false;
+}
+
+}  // namespace
+
+uint64_t StackStore::hash(const uint32_t* frames, uint32_t n, const uint64_t* pcs) {
     uint64_t h = 0xCBF29CE484222325ull ^ n;
     for (uint32_t i = 0; i < n; ++i) {
         h ^= frames[i];
         h *= 0x100000001B3ull;
         h ^= h >> 29;
     }
+    if (pcs != nullptr) {
+        for (uint32_t i = 0; i < n; ++i) {
+            h ^= pcs[i];
+            h *= 0x100000001B3ull;
+            h ^= h >> 29;
+        }
+    }
     return h;
 }
 
-bool StackStore::equal(uint32_t id, const uint32_t* frames, uint32_t n) const {
+bool StackStore::equal(uint32_t id, const uint32_t* frames, uint32_t n, const uint64_t* pcs) const {
     const uint32_t b = begin(id), e = end(id);
     if (e - b != n) return false;
     for (uint32_t i = 0; i < n; ++i)
         if (pool_[b + i] != frames[i]) return false;
+    if (!with_pcs_) return pcs == nullptr;
+    for (uint32_t i = 0; i < n; ++i)
+        if (pc_pool_[b + i] != (pcs != nullptr ? pcs[i] : 0)) return false;
     return true;
 }
 
-uint32_t StackStore::intern(const uint32_t* frames, uint32_t n) {
-    const uint64_t h = hash(frames, n);
+uint32_t StackStore::intern(const uint32_t* frames, uint32_t n, const uint64_t* pcs) {
+    if (!any_pc(pcs, n)) pcs = nullptr;  // all zeros: as a stack without addresses (one hash)
+    const uint64_t h = hash(frames, n, pcs);
     auto range = index_.equal_range(h);
     for (auto it = range.first; it != range.second; ++it)
-        if (equal(it->second, frames, n)) return it->second;
+        if (equal(it->second, frames, n, pcs)) return it->second;
     const uint32_t id = static_cast<uint32_t>(offsets_.size());
     offsets_.push_back(static_cast<uint32_t>(pool_.size()));
+    if (pcs != nullptr && !with_pcs_) {
+        pc_pool_.assign(pool_.size(), 0);
+        with_pcs_ = true;
+    }
     pool_.insert(pool_.end(), frames, frames + n);
+    if (with_pcs_) {
+        if (pcs != nullptr)
+            pc_pool_.insert(pc_pool_.end(), pcs, pcs + n);
+        else
+            pc_pool_.resize(pool_.size(), 0);
+    }
     index_.emplace(h, id);
     return id;
 }

@@ -1,6 +1,9 @@
 // stack_store.h: interned stacks and the compact sample log of a session.
 //
-// A stack is a root-first sequence of frame ids, stored once; a sample is 24 bytes naming its
+// A stack is a root-first sequence of frame ids, stored once, with (native mode) the address
+// each native frame was sampled at: two samples in one function at two addresses are two
+// stacks of the same frames, so outputs that merge by function (every one but pprof's
+// locations) see one row. A sample is 24 bytes naming its
 // stack, thread, time and weight. Memory therefore grows with the number of distinct stacks
 // plus a small fixed cost per sample, and the session's memory limit is enforced here. A
 // blocked thread's run of idle samples on one stack is folded into one row (fold_into), so
@@ -34,13 +37,17 @@ constexpr uint32_t kSerialMask = (1u << kSerialBits) - 1;
 
 class StackStore {
 public:
-    // Returns the id of the stack made of frames[0..n) (root first).
-    uint32_t intern(const uint32_t* frames, uint32_t n);
+    // Returns the id of the stack made of frames[0..n) (root first), at addresses pcs[0..n)
+    // beside them (0 for a frame without one; null: none has one).
+    uint32_t intern(const uint32_t* frames, uint32_t n, const uint64_t* pcs = nullptr);
     size_t stack_count() const { return offsets_.size(); }
     // Frames of stack `id`: [begin, end) into pool().
     uint32_t begin(uint32_t id) const { return offsets_[id]; }
     uint32_t end(uint32_t id) const { return id + 1 < offsets_.size() ? offsets_[id + 1] : static_cast<uint32_t>(pool_.size()); }
     const std::vector<uint32_t>& pool() const { return pool_; }
+    // The addresses beside stack `id`'s frames ([begin, end) into them), or null when no
+    // stack of this store has any (pc_pool_ is only made for the first stack with one).
+    const uint64_t* pcs(uint32_t id) const { return with_pcs_ ? pc_pool_.data() + begin(id) : nullptr; }
 
     // The sample log: fixed-size blocks, so growth never copies or doubles the footprint.
     static constexpr size_t kRowsPerBlock = 4096;  // 96 KiB a block: small steps against the limit
@@ -120,7 +127,7 @@ public:
     void fold_into(size_t i, uint64_t timestamp_ns, uint64_t weight_ns, uint64_t count = 1);
 
     size_t memory_bytes() const {
-        return pool_.capacity() * 4 + offsets_.capacity() * 4 + index_.size() * 48 + marks_.capacity() * sizeof(TimeMark) +
+        return pool_.capacity() * 4 + pc_pool_.capacity() * 8 + offsets_.capacity() * 4 + index_.size() * 48 + marks_.capacity() * sizeof(TimeMark) +
                blocks_.size() * kRowsPerBlock * sizeof(SampleRow) + folded_.size() * kFoldedNodeBytes;
     }
 
@@ -162,10 +169,12 @@ private:
     static uint64_t first_piece_at(const SampleRow& row, uint64_t n, uint64_t t0_ns);
     // Sample k of the n a folded row holds (see fold_into).
     static SampleRow piece(const SampleRow& row, uint64_t n, uint64_t k);
-    static uint64_t hash(const uint32_t* frames, uint32_t n);
-    bool equal(uint32_t id, const uint32_t* frames, uint32_t n) const;
+    static uint64_t hash(const uint32_t* frames, uint32_t n, const uint64_t* pcs);
+    bool equal(uint32_t id, const uint32_t* frames, uint32_t n, const uint64_t* pcs) const;
 
     std::vector<uint32_t> pool_;
+    std::vector<uint64_t> pc_pool_;  // beside pool_ once a stack had an address; else empty
+    bool with_pcs_ = false;
     std::vector<uint32_t> offsets_;
     std::unordered_multimap<uint64_t, uint32_t> index_;
     std::vector<std::unique_ptr<SampleRow[]>> blocks_;

@@ -168,6 +168,7 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
     if (m != nullptr) {
         s.library = m->path;
         s.offset = pc - m->bias;
+        s.load_bias = m->bias;
     }
     // The module's own sorted table first: a binary search. dladdr scans every dynamic
     // symbol of the object for each new pc (libtorch_cpu.so: 75,000; it was 60 % of the
@@ -193,7 +194,8 @@ bool Symbolizer::symbolize(uint64_t pc, NativeSymbol* out) {
         if (dladdr(reinterpret_cast<void*>(static_cast<uintptr_t>(pc)), &info) != 0) {
             if (s.library.empty() && info.dli_fname != nullptr) {
                 s.library = info.dli_fname;
-                s.offset = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
+                s.load_bias = reinterpret_cast<uintptr_t>(info.dli_fbase);
+                s.offset = pc - s.load_bias;
             }
             if (info.dli_sname != nullptr && info.dli_saddr != nullptr) {
                 s.function = demangle_symbol(info.dli_sname);

@@ -37,6 +37,7 @@ struct NativeSymbol {
     std::string function;     // demangled name; empty when no symbol covers the pc
     std::string library;      // path of the module holding the pc; empty when none does
     uint64_t offset = 0;      // pc - symbol start; pc - load bias when no symbol covers it
+    uint64_t load_bias = 0;   // where the library's file addresses start in memory (library set)
     bool has_symbol = false;  // function is set
     // No symbol: the start of the function holding the pc by the module's unwind table
     // (pc - load bias of that start), so the samples of one static function of a stripped
