@@ -24,10 +24,7 @@ const std::vector<uint32_t>& StackBuilder::build(const RawSampleHeader& hdr, con
     }
     // A thread caught with no Python frame at all (starting, ending, or C code between
     // two callbacks): its time is real, so it is kept under a frame that says so.
-    if (stack_.empty()) {
-        stack_.push_back(config_.no_python_frame);
-        if (!pcs_.empty()) pcs_.push_back(0);
-    }
+    if (stack_.empty()) stack_.push_back(config_.no_python_frame);  // pcs_ is empty then too
     return stack_;
 }
 
