@@ -98,37 +98,39 @@ def test_blocked_threads_are_sampled_idle_on_their_blocking_line_and_unaffected(
     assert stats["wall_passed_over"] > stats["wall_idle_records"], stats
 
 
-def hash_all(data: bytes, rounds: int) -> str:
-    h = hashlib.sha256()
-    for _ in range(rounds):
-        h.update(data)  # HASH_ALL
-    return h.hexdigest()
+def stretch_key(iterations: int) -> bytes:
+    # One call, the GIL let go for all of it: the GIL is taken back once, at its end.
+    return hashlib.pbkdf2_hmac("sha256", b"pw", b"salt", iterations)  # STRETCH_KEY
 
 
-@skip_when_emulated("1.1 GB hashed at emulated speed beside spinning processes")
+@skip_when_emulated("a key stretched at emulated speed beside spinning processes")
 def test_a_thread_waiting_for_a_cpu_is_runnable_not_idle():
     # Three spinning processes per core: the profiled thread waits for a CPU through whole
     # census periods, its CPU clock as still as a blocked thread's. Those periods used to be
     # idle records on the line it ran (35-45 % of its wall time, 6 of 6 runs; 3-20 % beside two
-    # spinners per core); runnable now. The hash runs without the GIL.
-    data = b"\x5a" * (128 << 20)
+    # spinners per core); runnable now. The key stretch runs without the GIL in one call: a
+    # sha256 in 3 rounds took the GIL back 3 times a session, and each time it could wait for
+    # spprof's drain, preempted while it held the GIL (rightly idle): 22 % of the wall time in
+    # a CI run whose other lane loaded the machine further.
+    if getattr(hashlib.pbkdf2_hmac, "__module__", "") != "_hashlib":
+        pytest.skip("hashlib's pbkdf2_hmac is OpenSSL's only when _hashlib has it")
     spinners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
         for _ in range(3 * len(os.sched_getaffinity(0)))
     ]
-    line = w.line_of(hash_all, "HASH_ALL")
+    line = w.line_of(stretch_key, "STRETCH_KEY")
     by_kind = {"on_cpu": 0, "runnable": 0, "idle": 0}
     try:
         time.sleep(0.1)
         for _ in range(3):  # three sessions: what is rightly idle (below) varies from run to run
             with spprof.Profiler(interval_ms=10, mode="wall") as p:
-                hash_all(data, 3)
+                stretch_key(1_500_000)
                 # Ended blocked: stop()'s caller writes its last stretch idle whatever it did
                 # in it (docs/architecture.md); the census puts the carry on this sleep instead.
                 time.sleep(0.05)
             for s in p.get_samples():
                 leaf = (s.frames[-1].function_name, s.frames[-1].lineno)
-                if s.thread_name == "MainThread" and leaf == ("hash_all", line):
+                if s.thread_name == "MainThread" and leaf == ("stretch_key", line):
                     kind = "idle" if s.idle else "runnable" if s.runnable else "on_cpu"
                     by_kind[kind] += s.weight_ns
     finally:
@@ -137,10 +139,10 @@ def test_a_thread_waiting_for_a_cpu_is_runnable_not_idle():
             proc.wait()
     total = sum(by_kind.values())
     assert by_kind["runnable"] >= 0.2 * total, by_kind  # the machine was loaded
-    # What stays idle (3-6 % here, once 10.4 %): between rounds it takes the GIL back, and
-    # blocks when spprof's drain, preempted, holds it (rightly idle, and as long as the load
-    # makes it); a period in which it ran a few microseconds, under the run threshold, is
-    # taken for a brief wake from a wait. The old census's 35-45 % stays well above.
+    # What stays idle: at the end of the call it takes the GIL back, and blocks while spprof's
+    # drain, preempted, holds it (rightly idle, and as long as the load makes it); a period in
+    # which it ran a few microseconds, under the run threshold, is taken for a brief wake from
+    # a wait. The old census's 35-45 % stays well above.
     assert by_kind["idle"] <= 0.2 * total, by_kind
 
 
@@ -796,7 +798,6 @@ def test_census_stretches_while_the_only_thread_runs_and_loses_no_time():
     # one missed under load: the stretch keeps the schedule's phase and counts what it skips.
     periods = out["duration"] / 0.01
     assert abs(out["ticks"] + out["skips"] + out["missed"] - periods) <= 0.1 * periods + 3, out
-    assert out["skips"] >= 1, out  # the first census of a running thread is quiet
     # No time lost or misplaced by a stretched period.
     assert abs(on_spin - out["busy_wall"]) <= 0.1 * out["busy_wall"], (on_spin, out)
     assert abs(on_sleep - out["slept"]) <= 0.1 * out["slept"], (on_sleep, lines, out)
@@ -804,5 +805,7 @@ def test_census_stretches_while_the_only_thread_runs_and_loses_no_time():
     # On a machine that gave the thread its CPU (98 % of the second: no time to carry), the
     # busy second took ~20 censuses, not 100. Under load the thread is off its CPU part of
     # each period, and the census stays at 10 ms to place that time.
+    # (A CI run whose other lane left the thread 25 % of its CPU had no quiet census at all.)
     if out["busy_cpu"] >= 0.99 * out["busy_wall"]:
+        assert out["skips"] >= 1, out  # the first census of a running thread is quiet
         assert out["ticks"] <= 20 + 30 + 15, out
