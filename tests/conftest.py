@@ -39,10 +39,15 @@ def skip_when_emulated(reason: str) -> pytest.MarkDecorator:
 EVERY_VERSION = os.environ.get("SPPROF_TEST_EVERY_VERSION", "") not in ("", "0")
 
 
-def on_one_version(reason: str) -> pytest.MarkDecorator:
-    """Run on CPython 3.12 only (or everywhere with SPPROF_TEST_EVERY_VERSION=1), saying why."""
+ASAN = bool(os.environ.get("SPPROF_TEST_ASAN"))
+
+
+def on_one_version(reason: str, asan_too: bool = False) -> pytest.MarkDecorator:
+    """Run on CPython 3.12 only (or everywhere with SPPROF_TEST_EVERY_VERSION=1), saying why.
+    asan_too: also in the AddressSanitizer suite (whatever its version), for a test whose
+    subject is native memory."""
     return pytest.mark.skipif(
-        sys.version_info[:2] != (3, 12) and not EVERY_VERSION,
+        sys.version_info[:2] != (3, 12) and not EVERY_VERSION and not (asan_too and ASAN),
         reason=f"runs on 3.12 only (SPPROF_TEST_EVERY_VERSION=1 for all): {reason}",
     )
 

@@ -150,6 +150,7 @@ def test_thread_selector_lists_names_and_cpu_share():
     assert [t["cpu_pct"] for t in data["threads"]] == [83.3, 8.3]
 
 
+@on_one_version("5 s: a sampled profile drawn in the browser, the page the same on every version")
 def test_real_profile_in_chromium_and_screenshot(chrome, tmp_path):
     p = real_profile(tmp_path)
     path = tmp_path / "real.html"

@@ -126,6 +126,7 @@ def _server_frames_in_collapsed(text: str) -> list[str]:
     ]
 
 
+@on_one_version("3 s: the endpoint's timed window, pure Python over the session's API")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the CPU time in /proc")
 def test_a_profile_request_gets_the_next_seconds_of_cpu_as_pprof(program):
     p = program()

@@ -8,7 +8,7 @@ import threading
 
 import spprof
 import workloads as w
-from conftest import run_python
+from conftest import on_one_version, run_python
 
 THREAD_PER_REQUEST = """
 import json, sys, threading, time
@@ -111,6 +111,7 @@ for t in threads:
 """
 
 
+@on_one_version("3 s: the summary's rows, pure Python")
 def test_summary_shows_the_busiest_threads_and_one_line_for_the_rest(tmp_path):
     # One row per thread ever seen made a summary of 53,846 lines. The busiest threads get a
     # row each, the rest one line with their count and time.

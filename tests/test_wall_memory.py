@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_python
+from conftest import on_one_version, run_python
 
 SCRIPT = Path(__file__).parent / "scripts" / "wall_blocked_threads.py"
 POLLERS = Path(__file__).parent / "scripts" / "wall_pollers.py"
@@ -33,6 +33,9 @@ def _run(mode: str, threads: int, seconds: float, limit_mb: float) -> dict[str, 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@on_one_version(
+    "3.5 s: the rings' and the store's memory, the same on every version", asan_too=True
+)
 def test_blocked_threads_rings_stay_at_a_page_each() -> None:
     # 300 threads x 300 censuses x 56 bytes: before the drain rewound emptied rings, each ring's
     # writes walked 16 KiB of it into RSS (and 256 KiB after 55 s); now one page, 4 KiB.
@@ -46,6 +49,9 @@ def test_blocked_threads_rings_stay_at_a_page_each() -> None:
     assert min(d["rows"].values()) >= 250, sorted(d["rows"].values())[:5]
 
 
+@on_one_version(
+    "3.5 s: the rings' and the store's memory, the same on every version", asan_too=True
+)
 def test_memory_limit_holds_in_wall_mode_and_waits_keep_their_samples_past_it() -> None:
     # 300 threads wait 3 s under a 3.5 MB limit (their contexts and ring pages take 3 MB); a
     # third in, 100 more threads start and push the session past the limit. Their records,
@@ -71,6 +77,9 @@ def test_memory_limit_holds_in_wall_mode_and_waits_keep_their_samples_past_it() 
     assert min(d["rows"].values()) >= 200, sorted(d["rows"].values())[:5]
 
 
+@on_one_version(
+    "3.5 s: the rings' and the store's memory, the same on every version", asan_too=True
+)
 def test_blocked_thread_costs_one_row_per_wait_and_keeps_its_sample_count() -> None:
     # Each census gives a blocked thread an idle sample; the drain folds those into the
     # thread's row of the wait: stored rows stay a few per thread (start-up, the wait's first
@@ -118,6 +127,9 @@ def test_a_thread_that_polls_keeps_one_row_for_its_poll() -> None:
     assert abs(off[worst]) <= bound, (worst, off[worst], d["longest_census_gap_ns"])
 
 
+@on_one_version(
+    "3.5 s: the rings' and the store's memory, the same on every version", asan_too=True
+)
 def test_a_wait_costs_no_memory_however_long_it_lasts() -> None:
     # From a third into the wait to its end, 300 threads take ~200 more censuses each: the
     # samples grow by ~60,000 and memory_bytes by nothing (the rows exist; a fold is a count).
