@@ -603,3 +603,49 @@ def test_a_kernel_that_realigned_the_stack_is_walked_through_to_python(tmp_path)
     )
     # Each found by the counted heuristic (a sample may stand for two captures: not exact).
     assert p.profile.stats["native_leaf_steps"] >= 0.9 * len(whole)
+
+
+LATIN1_SOURCE = r"""
+#include <time.h>
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+double latin1_spin(double seconds) {
+    double end = now() + seconds, x = 0;
+    while (now() < end)
+        for (int i = 0; i < 20000; i++) x += i * 0.5;
+    return x;
+}
+"""
+
+
+def test_a_library_at_a_path_that_is_not_utf8_keeps_the_profile(tmp_path):
+    # /proc/self/maps gives a library's path as bytes: one in a Latin-1 directory ("lib\xff")
+    # made stop() raise UnicodeDecodeError, and the profile was lost. The path is kept as
+    # text with \xff written out, as Python's backslashreplace writes it.
+    where = tmp_path / os.fsdecode(b"caf\xe9")
+    where.mkdir()
+    lib = build_shared_library(where, "latin1", LATIN1_SOURCE, "-O1")
+    spin = ctypes.CDLL(str(lib)).latin1_spin
+    spin.argtypes = [ctypes.c_double]
+    spin.restype = ctypes.c_double
+    with spprof.Profiler(interval_ms=1, native=True) as p:
+        spin(0.4)
+    assert p.profile is not None
+    shown = str(tmp_path / "caf\\xe9" / "liblatin1.so")
+    hits = [
+        s
+        for s in p.profile.samples
+        if any(f.is_native and f.function_name == "latin1_spin" for f in s.frames)
+    ]
+    assert len(hits) >= 0.5 * len(p.profile.samples) > 0, len(p.profile.samples)
+    assert {f.filename for s in hits for f in s.frames if f.function_name == "latin1_spin"} == {
+        shown
+    }
+    # Every output takes the text, pprof's mapping too.
+    d = Decoded(render(p.profile, "pprof"))
+    assert shown in {m[3] for m in d.mappings.values()}, d.mappings
+    for fmt in ("speedscope", "collapsed", "html", "spprof"):
+        assert render(p.profile, fmt)

@@ -6,6 +6,7 @@
 
 #include "framewalker.h"
 #include "platform/platform.h"
+#include "utf8_text.h"
 
 namespace spprof {
 
@@ -194,8 +195,9 @@ uint32_t Resolver::resolve_native(uint64_t pc, bool* interpreter, FileReadGate* 
         name = sym.library.empty() ? std::string(buf)
                                    : sym.library.substr(slash == std::string::npos ? 0 : slash + 1) + "+" + buf;
     }
-    const uint32_t name_id = strings_.intern(name);
-    const uint32_t lib_id = strings_.intern(sym.library);
+    // OS bytes, not necessarily UTF-8: Python decodes every interned string strictly.
+    const uint32_t name_id = strings_.intern(utf8_text(name));
+    const uint32_t lib_id = strings_.intern(utf8_text(sym.library));
     if (!sym.library.empty()) library_biases_.emplace(lib_id, sym.load_bias);
     FrameKey key{name_id, lib_id, name_id, 0, true};
     const uint32_t id = intern_frame(key, 0);
