@@ -20,6 +20,14 @@ bool put(PyObject* d, const char* key, PyObject* value) {
     return rc == 0;
 }
 
+// d[key] = value, taking both references; either may be null (a conversion that failed).
+bool put(PyObject* d, PyObject* key, PyObject* value) {
+    const bool ok = key != nullptr && value != nullptr && PyDict_SetItem(d, key, value) == 0;
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    return ok;
+}
+
 // What goes out: session ids in their new order, and the new id of each session id.
 struct Selection {
     std::vector<uint32_t> frames;        // session frame ids, in export order
@@ -144,17 +152,12 @@ PyObject* addresses_dict(const Session* s, const Selection& sel) {
         const uint32_t n = st.end(sel.stacks[i]) - st.begin(sel.stacks[i]);
         if (std::none_of(pcs, pcs + n, [](uint64_t pc) { return pc != 0; })) continue;
         PyObject* t = PyTuple_New(n);
-        bool ok = t != nullptr;
-        for (uint32_t k = 0; ok && k < n; ++k) {
+        for (uint32_t k = 0; t != nullptr && k < n; ++k) {
             PyObject* v = PyLong_FromUnsignedLongLong(pcs[k]);
-            ok = v != nullptr;
-            if (ok) PyTuple_SET_ITEM(t, k, v);
+            if (v == nullptr) Py_CLEAR(t);
+            else PyTuple_SET_ITEM(t, k, v);
         }
-        PyObject* key = ok ? PyLong_FromSize_t(i) : nullptr;
-        ok = key != nullptr && PyDict_SetItem(d, key, t) == 0;
-        Py_XDECREF(key);
-        Py_XDECREF(t);
-        if (!ok) {
+        if (!put(d, t != nullptr ? PyLong_FromSize_t(i) : nullptr, t)) {
             Py_DECREF(d);
             return nullptr;
         }
@@ -167,11 +170,9 @@ PyObject* libraries_dict(const Session* s) {
     PyObject* d = PyDict_New();
     if (d == nullptr) return nullptr;
     for (const auto& [lib, bias] : res.library_biases()) {
-        const std::string& path = res.strings().at(lib);
-        PyObject* v = PyLong_FromUnsignedLongLong(bias);
-        const bool ok = v != nullptr && PyDict_SetItemString(d, path.c_str(), v) == 0;
-        Py_XDECREF(v);
-        if (!ok) {
+        const std::string& path = res.strings().at(lib);  // UTF-8 (utf8_text.h)
+        PyObject* key = PyUnicode_FromStringAndSize(path.data(), static_cast<Py_ssize_t>(path.size()));
+        if (!put(d, key, key != nullptr ? PyLong_FromUnsignedLongLong(bias) : nullptr)) {
             Py_DECREF(d);
             return nullptr;
         }
@@ -185,11 +186,7 @@ PyObject* folds_dict(const std::vector<std::pair<size_t, uint64_t>>& folds) {
     if (d == nullptr) return nullptr;
     for (const auto& [row, n] : folds) {
         PyObject* k = PyLong_FromSize_t(row);
-        PyObject* v = k != nullptr ? PyLong_FromUnsignedLongLong(n) : nullptr;
-        const bool ok = v != nullptr && PyDict_SetItem(d, k, v) == 0;
-        Py_XDECREF(k);
-        Py_XDECREF(v);
-        if (!ok) {
+        if (!put(d, k, k != nullptr ? PyLong_FromUnsignedLongLong(n) : nullptr)) {
             Py_DECREF(d);
             return nullptr;
         }
