@@ -255,3 +255,62 @@ def test_native_addresses_follow_their_frames_when_a_view_cuts_the_stack():
         bias + 0x1234,
         bias + 0x1240,
     ]
+
+
+def test_native_addresses_survive_a_spprof_file():
+    # Issue 28: a .spprof file kept no addresses, so `spprof convert x.spprof -o x.pb.gz`
+    # had one location per native function where the live profile had one per address.
+    from spprof._load import loads
+
+    p, a, b, bias = _native_profile()
+    back = loads(render(p, "spprof"))
+    assert back.native_libraries == {"/lib/libx.so": bias}
+    assert back.frame_addresses(a) == (0, 0, bias + 0x1234)
+    assert back.frame_addresses(b) == (0, 0, bias + 0x1240)
+    assert render(back, "pprof") == render(p, "pprof")
+    # Cut by a view before it is written: written as it is now, and read back so.
+    p.drop_root_frames(lambda f: f.function_name == "<module>")
+    back = loads(render(p, "spprof"))
+    assert back.frame_addresses(a) == (0, bias + 0x1234)
+    assert render(back, "pprof") == render(p, "pprof")
+
+
+def test_a_spprof_file_without_native_addresses_has_no_address_keys():
+    # Optional META keys: a profile without them is written as before (older readers, and
+    # the format's own size), and one whose addresses do not match its stacks is refused.
+    import json
+
+    from spprof._load import loads
+
+    p = small_profile()
+    meta = _meta_of(render(p, "spprof"))
+    assert "addresses" not in meta and "native_libraries" not in meta
+    n, _, _, _ = _native_profile()
+    meta = _meta_of(render(n, "spprof"))
+    assert meta["addresses"][0][1:] == [0, 0, 0x7000_0000 + 0x1234]
+    bad = render(n, "spprof")
+    broken = gzip.decompress(bad).replace(
+        json.dumps(meta["addresses"][0], separators=(",", ":")).encode(),
+        json.dumps(meta["addresses"][0][:-1], separators=(",", ":")).encode(),
+    )
+    with pytest.raises(ValueError, match="do not match its frames"):
+        loads(gzip.compress(_fix_meta_length(broken)))
+
+
+def _meta_of(data: bytes) -> dict:
+    import json
+    import struct
+
+    body = gzip.decompress(data)
+    tag, length = struct.unpack_from("<4sQ", body, 8)
+    assert tag == b"META"
+    return json.loads(body[20 : 20 + length])
+
+
+def _fix_meta_length(body: bytes) -> bytes:
+    """body with its META section's length set to what the section now holds (the JSON's
+    end is its closing brace before the TIME tag)."""
+    import struct
+
+    end = body.index(b"TIME", 20)
+    return body[:12] + struct.pack("<Q", end - 20) + body[20:]

@@ -401,8 +401,12 @@ def test_pprof_keeps_each_sampled_address_inside_the_function_s_one_row(tmp_path
 def test_go_tool_pprof_shows_a_native_function_once_and_its_addresses_apart(tmp_path):
     go = find_tool(("go",), "golang-go")
     lib, starts, _, profile = _spin_profile(tmp_path)
+    # Through a .spprof file and `spprof convert`, which keep the addresses (they did not).
+    profile.save(tmp_path / "native.spprof", "spprof")
     path = tmp_path / "native.pb.gz"
-    profile.save(path, "pprof")
+    r = run_python("-m", "spprof", "convert", str(tmp_path / "native.spprof"), "-o", str(path))
+    assert r.returncode == 0, r.stderr
+    assert path.read_bytes() == render(profile, "pprof")
     env = tool_env(
         HOME=str(tmp_path), GOCACHE=str(tmp_path / "gocache"), PPROF_TMPDIR=str(tmp_path)
     )

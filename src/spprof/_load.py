@@ -177,6 +177,12 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
         if t.serial != i:
             raise _Bad("thread table is not in serial order")
 
+    stack_addresses = _stack_addresses(meta.get("addresses") or [], stacks)
+    libraries = meta.get("native_libraries") or {}
+    if not isinstance(libraries, dict) or not all(isinstance(k, str) for k in libraries):
+        raise _Bad("bad native_libraries table")
+    native_libraries = {k: _int(v, "load bias") for k, v in libraries.items()}
+
     rows = _rows(n, time_sec, rows_sec, _int(meta["start_ns"], "start_ns"))
     # Indices in the rows must point into the tables, or every reader would fail later.
     stack_ids = struct.unpack(f"<{n}I", field(rows, n, *STACK))
@@ -199,6 +205,8 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
         stats=dict(meta.get("stats") or {}),
         metadata=dict(meta.get("metadata") or {}),
         folds=folds,
+        stack_addresses=stack_addresses,
+        native_libraries=native_libraries,
     )
     if profile.stats.get("written_without_gil"):
         # The exit-signal watcher's dump (session/exit_dump.h) holds the runner's frames the
@@ -216,6 +224,26 @@ def _build(meta: dict[str, Any], time_sec: bytes, rows_sec: bytes) -> Profile:
         if profile.metadata.get("greenlets"):
             profile.stats["greenlet_run_roots_dropped"] = _greenlet_view.drop_greenlet_run(profile)
     return profile
+
+
+def _stack_addresses(
+    entries: Any, stacks: list[tuple[int, ...]]
+) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """[[stack id, address of each frame...], ...] as Profile.stack_addresses."""
+    if not isinstance(entries, list):
+        raise _Bad("bad addresses list")
+    out: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    for entry in entries:
+        if not isinstance(entry, list) or not entry:
+            raise _Bad("bad addresses entry")
+        sid = _int(entry[0], "stack id")
+        if sid >= len(stacks) or len(entry) - 1 != len(stacks[sid]):
+            raise _Bad(f"addresses of stack {sid} do not match its frames")
+        at = tuple(_int(a, "address") for a in entry[1:])
+        if any(a >= 1 << 64 for a in at):
+            raise _Bad(f"an address of stack {sid} is not a 64-bit one")
+        out[sid] = (stacks[sid], at)
+    return out
 
 
 def _folds(flat: Any, n: int) -> dict[int, int]:

@@ -4,7 +4,8 @@ Layout (docs/formats.md has the full description): a gzip stream whose content i
 
     b"SPPROF\\x00" + version byte, then sections: 4-byte ASCII tag, u64 LE length, payload
       META  UTF-8 JSON: session fields, thread table, string table, frames, stacks, and
-            (version 2) row_count and folds: the rows holding more than one sample
+            (version 2) row_count and folds: the rows holding more than one sample;
+            (--native) addresses and native_libraries: pprof's per-address locations
       TIME  1 kind byte + timestamp column (8 byte planes of per-thread residuals)
       ROWS  16 byte planes: weight_ns (8), stack id (4), thread serial | flags << 24 (4)
       END!  empty
@@ -145,6 +146,13 @@ def _meta(profile: ProfileData) -> dict[str, Any]:
             "row_count": profile.row_count,
             "folds": [x for i in sorted(profile.folds) for x in (i, profile.folds[i])],
         }
+    # --native: [stack id, address of each of its frames (0: none)] for the stacks with one,
+    # and each library's load bias (pprof's locations and mappings). Optional keys, so a file
+    # without them is byte for byte what it was, and an older reader skips them.
+    native: dict[str, Any] = {}
+    addresses = [[sid, *at] for sid, at in _stack_addresses(profile)]
+    if addresses:
+        native = {"addresses": addresses, "native_libraries": profile.native_libraries}
     return {
         "format": "spprof",
         "version": _version(profile),
@@ -161,7 +169,19 @@ def _meta(profile: ProfileData) -> dict[str, Any]:
         "strings": list(strings),
         "frames": frames,
         "stacks": stacks,
+        **native,
     }
+
+
+def _stack_addresses(profile: ProfileData) -> list[tuple[int, tuple[int, ...]]]:
+    """(stack id, its frames' addresses) of each stack that has a native frame's address,
+    aligned with the stack as it is now (a view may have cut it)."""
+    out = []
+    for sid in sorted(profile.stack_addresses):
+        at = profile.frame_addresses(sid)
+        if any(at):
+            out.append((sid, at))
+    return out
 
 
 def _version(profile: ProfileData) -> int:
