@@ -314,3 +314,32 @@ def _fix_meta_length(body: bytes) -> bytes:
 
     end = body.index(b"TIME", 20)
     return body[:12] + struct.pack("<Q", end - 20) + body[20:]
+
+
+def test_native_addresses_of_several_processes_merge_as_addresses_in_the_file():
+    # --subprocesses and `spprof convert a.spprof b.spprof`: each process loaded libx.so at
+    # a load bias of its own, so the same instruction had two addresses. The merge keeps
+    # file addresses (bias 0): one location per instruction, its samples from both.
+    from spprof._process_merge import merge
+
+    a_prof, _, _, _ = _native_profile()
+    c_prof, c, _, _ = _native_profile()
+    other = 0x5500_0000
+    c_prof.native_libraries = {"/lib/libx.so": other}
+    c_prof.stack_addresses = {c: (c_prof.stacks[c], (0, 0, other + 0x1234))}
+    a_prof.metadata["pid"], c_prof.metadata["pid"] = 100, 200
+    m = merge(a_prof, [c_prof])
+    assert m.native_libraries == {"/lib/libx.so": 0}
+    d = Decoded(render(m, "pprof"))
+    at: dict[int, int] = {}
+    for locs, values, _ in d.samples:
+        mapping, address = d.addresses[locs[0]]
+        if address:
+            assert d.mappings[mapping][:4] == (0, 0x1241, 0, "/lib/libx.so")
+            at[address] = at.get(address, 0) + values[0]
+    # 0x1234: 3 samples in each process; 0x1240: the first's 2, and the second's 2 whose
+    # stack kept no address are the function's location without one.
+    assert at == {0x1234: 6, 0x1240: 2}, at
+    # A merge of merges (a .spprof of several processes, converted with another) keeps them.
+    again = merge(m, [])
+    assert render(again, "pprof") == render(m, "pprof")

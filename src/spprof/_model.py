@@ -208,8 +208,8 @@ class ProfileData:
     # other stacks (pprof's locations keep addresses, every other output merges by frame).
     # The frames are kept so that views that cut or relabel stacks need not keep addresses
     # in step (frame_addresses). native_libraries: each library's load bias (an address
-    # minus it is the address in the file). Both are kept in .spprof files, not in
-    # --subprocesses merges: pprof files written from those are per function.
+    # minus it is the address in the file). Both are kept in .spprof files; a merge of
+    # processes (--subprocesses) keeps addresses in the file, with biases 0.
     stack_addresses: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(
         default_factory=dict
     )

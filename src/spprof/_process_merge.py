@@ -3,8 +3,9 @@
 Frames and stacks are interned across processes (forked workers run the same code, so their
 tables are mostly the parent's), rows are renumbered, and every thread record carries its
 process id: every format shows a thread by its label, `NAME (pid N)` (ThreadRecord.label).
-metadata["processes"] lists the processes, the session's own first: pid, parent, command
-line, samples and CPU time.
+--native addresses are kept as addresses in their library's file: each process loaded its
+libraries at a load bias of its own, the merge's are 0. metadata["processes"] lists the
+processes, the session's own first: pid, parent, command line, samples and CPU time.
 
 The session's own counters stay its own (the CPU balance is of its process); each child's
 are in its entry of metadata["processes"], and the samples they dropped add to
@@ -62,7 +63,10 @@ def merge(own: P, children: Sequence[ProfileData]) -> P:
     frames: list[Frame] = []
     frame_ids: dict[Frame, int] = {}
     stacks: list[tuple[int, ...]] = []
-    stack_ids: dict[tuple[int, ...], int] = {}
+    # By frames and, with --native, their addresses: pprof keeps a location per address.
+    stack_ids: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    addresses: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    libraries: dict[str, int] = {}
     threads: list[ThreadRecord] = []
     packed: list[tuple[int, int, int, int, int]] = []  # a row and the samples it holds
     parts: list[ProfileData] = [own, *children]
@@ -79,13 +83,17 @@ def merge(own: P, children: Sequence[ProfileData]) -> P:
                 frames.append(f)
             fmap.append(fid)
         smap = []
-        for s in part.stacks:
+        for old_sid, s in enumerate(part.stacks):
             key = tuple(fmap[i] for i in s)
-            sid = stack_ids.get(key)
+            at = _file_addresses(part, old_sid)
+            sid = stack_ids.get((key, at))
             if sid is None:
-                sid = stack_ids[key] = len(stacks)
+                sid = stack_ids[(key, at)] = len(stacks)
                 stacks.append(key)
+                if at:
+                    addresses[sid] = (key, at)
             smap.append(sid)
+        libraries.update(dict.fromkeys(part.native_libraries, 0))
         pid = int(part.metadata.get("pid") or 0)
         base = len(threads)
         for t in part.thread_table:  # a profile merged before keeps its threads' pids
@@ -112,4 +120,20 @@ def merge(own: P, children: Sequence[ProfileData]) -> P:
         stats=dict(own.stats),
         metadata=metadata,
         folds=folds,
+        stack_addresses=addresses,
+        native_libraries=libraries,
+    )
+
+
+def _file_addresses(part: ProfileData, stack_id: int) -> tuple[int, ...]:
+    """The stack's native addresses as addresses in their library's file (each process has
+    its libraries at load biases of its own; the merge's are 0), () when it has none."""
+    if stack_id not in part.stack_addresses:
+        return ()
+    biases = part.native_libraries
+    table = part.frame_table
+    at = part.frame_addresses(stack_id)
+    return tuple(
+        a - biases[table[fid].filename] if a and table[fid].filename in biases else a
+        for fid, a in zip(part.stacks[stack_id], at)
     )
