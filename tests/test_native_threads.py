@@ -82,6 +82,18 @@ def test_c_thread_sampled_with_its_cpu_and_name(lib, when, native):
         assert t["leaves"] == ['<thread "OMP worker 3">']
 
 
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_c_thread_named_in_latin1_keeps_the_profile(lib, mode):
+    # pthread_setname_np takes bytes: a C library that named its worker "w\xe9rker" (Latin-1)
+    # made stop() raise UnicodeDecodeError in every mode (the export decodes names strictly),
+    # and the profile was lost. The name is kept with the stray byte written \xe9.
+    out = run_case(lib, "worker", mode=mode, name="w\xe9rker", seconds=0.4)
+    t = out["thread"]
+    assert t["names"] == ["w\\xe9rker"], t
+    assert t["roots"] == ['<thread "w\\xe9rker">'], t
+    assert within(t["on_cpu_ns"], out["truth_ns"], 0.10), (t["on_cpu_ns"], out["truth_ns"])
+
+
 @pytest.mark.parametrize("hold", [0.0, 0.6], ids=["found-without-state", "found-with-state"])
 def test_gilstate_churn_thread_is_one_thread_with_its_cpu(lib, hold):
     # A C thread calls a Python callback (a thread state made and deleted each call) and spins

@@ -79,11 +79,12 @@ def main() -> None:
         # idle until the scan has surely found it (passes come every 250 ms), then spinning.
         before = opts.get("when", "after") == "before"
         block = int(opts.get("block", 0))  # 2: blocked only while it waits (a newborn's mask)
+        name = str(opts.get("name", "OMP worker 3")).encode("latin-1")  # the OS's bytes
         if before:
-            tid = lib.worker_start(0, b"OMP worker 3", seconds, block, None, 0)
+            tid = lib.worker_start(0, name, seconds, block, None, 0)
         spprof.start(**start_kw)
         if not before:
-            tid = lib.worker_start(0, b"OMP worker 3", seconds, block, None, 0)
+            tid = lib.worker_start(0, name, seconds, block, None, 0)
         time.sleep(float(opts.get("wait", 0.6)))
         lib.worker_go(0)
         truth = lib.worker_join(0)

@@ -1,8 +1,8 @@
-// utf8_text.h: bytes from the OS (a library's path, an ELF symbol's name) as UTF-8 text.
-// Every string the resolver interns reaches Python as str, decoded strictly: one library at
-// a path that is not UTF-8 made stop() raise UnicodeDecodeError and lost the profile. Bytes
-// that are not part of a valid UTF-8 sequence are written \xNN, as Python's backslashreplace
-// writes them. Pure; drain thread.
+// utf8_text.h: bytes from the OS (a library's path, an ELF symbol's name, a thread's name)
+// as UTF-8 text. Every such string reaches Python as str, decoded strictly: one library at a
+// path that is not UTF-8, or one C thread named in Latin-1, made stop() raise
+// UnicodeDecodeError and lost the profile. Bytes that are not part of a valid UTF-8 sequence
+// are written \xNN, as Python's backslashreplace writes them. Pure; normal context.
 #pragma once
 
 #include <cstddef>

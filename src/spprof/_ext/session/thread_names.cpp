@@ -2,6 +2,7 @@
 #include "thread_names.h"
 
 #include "../platform/platform.h"
+#include "../utf8_text.h"
 #include "proc_reads.h"
 
 namespace spprof {
@@ -83,7 +84,9 @@ void IdentIndex::add(unsigned long ident, uint32_t id) {
 
 std::string os_thread_name(uint64_t tid) {
     char buf[64];
-    if (proc_thread_name(tid, buf, sizeof buf) > 0) return std::string(buf);
+    // Bytes a C library chose (pthread_setname_np), not necessarily UTF-8: the export decodes
+    // every name strictly, and one Latin-1 name made stop() raise and lose the profile.
+    if (proc_thread_name(tid, buf, sizeof buf) > 0) return utf8_text(buf);
     return "Thread-" + std::to_string(tid);
 }
 

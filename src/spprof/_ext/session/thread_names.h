@@ -100,7 +100,7 @@ private:
     unsigned shift_ = 64;
 };
 
-// Normal context. The OS's name of a thread, else "Thread-<tid>".
+// Normal context. The OS's name of a thread as UTF-8 text (utf8_text.h), else "Thread-<tid>".
 std::string os_thread_name(uint64_t tid);
 
 }  // namespace spprof
