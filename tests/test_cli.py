@@ -71,6 +71,34 @@ def test_profile_root_is_the_programs_module_not_spprofs_runner(tmp_path):
     assert r.stderr == ""  # -q: no summary
 
 
+def test_a_script_in_a_directory_named_in_latin1_keeps_its_file_name(tmp_path):
+    # Python decodes a file name that is not UTF-8 with surrogateescape; spprof's resolver
+    # could not encode it and named every frame of the script's file "<?>". The name is
+    # kept, its stray byte written \xe9 (as a library's path or a C thread's name).
+    where = tmp_path / os.fsdecode(b"caf\xe9")
+    where.mkdir()
+    script = where / "hot.py"
+    script.write_text(
+        "import time\n"
+        "def hot():\n"
+        "    end = time.process_time() + 0.3\n"
+        "    while time.process_time() < end:\n"
+        "        pass\n"
+        "hot()\n"
+    )
+    out = tmp_path / "p.collapsed"
+    r = run_python("-m", "spprof", "-q", "-o", str(out), str(script))
+    assert r.returncode == 0, r.stderr
+    shown = str(tmp_path / "caf\\xe9" / "hot.py")
+    weights = {}
+    for line in out.read_text().splitlines():
+        stack, us = line.rsplit(" ", 1)
+        weights[stack] = int(us)
+    hot = sum(us for stack, us in weights.items() if stack.endswith(f";hot ({shown}:4)"))
+    assert hot >= 0.8 * sum(weights.values()), weights
+    assert "<?>" not in out.read_text()
+
+
 def test_time_in_the_cli_runner_itself_is_dropped_not_shown(tmp_path):
     # The runner's own lines run with timers armed (before and after the program). Stretch one
     # with C-only work: the check for a live session in record()'s `finally` becomes a scan

@@ -26,11 +26,18 @@ std::string utf8_of(PyObject* s) {
     if (s == nullptr || !PyUnicode_Check(s)) return "<?>";
     Py_ssize_t n = 0;
     const char* p = PyUnicode_AsUTF8AndSize(s, &n);
-    if (p == nullptr) {
+    if (p != nullptr) return std::string(p, static_cast<size_t>(n));
+    PyErr_Clear();
+    // A file name from bytes that are not UTF-8 (a script in a Latin-1 directory): Python
+    // decoded them with surrogateescape, so they come back as they were, then as text.
+    PyObject* bytes = PyUnicode_AsEncodedString(s, "utf-8", "surrogateescape");
+    if (bytes == nullptr) {
         PyErr_Clear();
         return "<?>";
     }
-    return std::string(p, static_cast<size_t>(n));
+    std::string text = utf8_text(std::string_view(PyBytes_AS_STRING(bytes), static_cast<size_t>(PyBytes_GET_SIZE(bytes))));
+    Py_DECREF(bytes);
+    return text;
 }
 
 // A freed block holds an allocator pointer (or nothing) where a live object keeps its count;

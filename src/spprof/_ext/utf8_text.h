@@ -1,5 +1,5 @@
-// utf8_text.h: bytes from the OS (a library's path, an ELF symbol's name, a thread's name)
-// as UTF-8 text. Every such string reaches Python as str, decoded strictly: one library at a
+// utf8_text.h: bytes from the OS (a library's path, an ELF symbol's name, a thread's name, a
+// code object's file name that Python decoded with surrogateescape) as UTF-8 text. Every such string reaches Python as str, decoded strictly: one library at a
 // path that is not UTF-8, or one C thread named in Latin-1, made stop() raise
 // UnicodeDecodeError and lost the profile. Bytes that are not part of a valid UTF-8 sequence
 // are written \xNN, as Python's backslashreplace writes them. Pure; normal context.
