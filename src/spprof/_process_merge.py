@@ -133,7 +133,9 @@ def _file_addresses(part: ProfileData, stack_id: int) -> tuple[int, ...]:
     biases = part.native_libraries
     table = part.frame_table
     at = part.frame_addresses(stack_id)
-    return tuple(
-        a - biases[table[fid].filename] if a and table[fid].filename in biases else a
-        for fid, a in zip(part.stacks[stack_id], at)
-    )
+    out = []
+    for fid, a in zip(part.stacks[stack_id], at):
+        bias = biases.get(table[fid].filename) if a else None
+        # An address below its library's bias cannot be in it: kept as none, never negative.
+        out.append(a if bias is None else a - bias if a > bias else 0)
+    return tuple(out)
