@@ -138,4 +138,4 @@ def _file_addresses(part: ProfileData, stack_id: int) -> tuple[int, ...]:
         bias = biases.get(table[fid].filename) if a else None
         # An address below its library's bias cannot be in it: kept as none, never negative.
         out.append(a if bias is None else a - bias if a > bias else 0)
-    return tuple(out)
+    return tuple(out) if any(out) else ()
