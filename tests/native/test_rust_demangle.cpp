@@ -174,6 +174,8 @@ TEST(rust_demangle_malformed) {
         "_RINvC3foo3barKRe616_E",         // half a byte
         "_RINvC3foo3barKRefe_E",          // not UTF-8
         "_RINvC3foo3barKRec080_E",        // overlong UTF-8
+        "_RINvC3foo3barKReeda080_E",      // a surrogate in UTF-8 (utf8_text.h's rule)
+        "_RINvC3foo3barKRef4908080_E",    // UTF-8 past U+10FFFF
         "_RINvC3foo3barKVNtC3foo1AXE",    // an ADT value neither unit, tuple nor struct
         "_RINvC3foo3barKTE",              // an unterminated list of generic arguments
         "_RINvC3foo3barRL1_hE",           // a lifetime no binder binds

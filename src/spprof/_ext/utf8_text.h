@@ -1,8 +1,10 @@
 // utf8_text.h: bytes from the OS (a library's path, an ELF symbol's name, a thread's name, a
-// code object's file name that Python decoded with surrogateescape) as UTF-8 text. Every such string reaches Python as str, decoded strictly: one library at a
-// path that is not UTF-8, or one C thread named in Latin-1, made stop() raise
-// UnicodeDecodeError and lost the profile. Bytes that are not part of a valid UTF-8 sequence
-// are written \xNN, as Python's backslashreplace writes them. Pure; normal context.
+// code object's file name that Python decoded with surrogateescape) as UTF-8 text. Every such
+// string reaches Python as str, decoded strictly: one library at a path that is not UTF-8, or
+// one C thread named in Latin-1, made stop() raise UnicodeDecodeError and lost the profile.
+// Bytes that are not part of a valid UTF-8 sequence are written \xNN, as Python's
+// backslashreplace writes them. utf8_sequence_length is also the Rust demangler's rule for a
+// str constant's bytes. Pure; normal context.
 #pragma once
 
 #include <cstddef>

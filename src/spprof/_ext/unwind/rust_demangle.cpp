@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "utf8_text.h"
+
 namespace spprof {
 
 namespace {
@@ -738,19 +740,14 @@ private:
         return true;
     }
 
-    // One code point of well-formed UTF-8 at *i (advanced past it).
+    // One code point of well-formed UTF-8 at *i (advanced past it); utf8_text.h says what
+    // is well formed (no overlong form, no surrogate, nothing above U+10FFFF).
     static bool next_utf8(const std::string& b, size_t* i, uint32_t* cp) {
-        const auto byte = [&](size_t k) { return static_cast<unsigned char>(b[k]); };
-        const unsigned char c = byte(*i);
-        size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        if (n == 0 || *i + n > b.size()) return false;
-        uint32_t v = n == 1 ? c : c & (0x7F >> n);
-        for (size_t k = 1; k < n; ++k) {
-            if ((byte(*i + k) & 0xC0) != 0x80) return false;
-            v = v << 6 | (byte(*i + k) & 0x3F);
-        }
-        static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-        if (v < kMin[n] || !valid_scalar(v)) return false;  // overlong or not a scalar value
+        const size_t n = utf8_sequence_length(b, *i);
+        if (n == 0) return false;
+        const auto byte = [&](size_t k) { return static_cast<unsigned char>(b[*i + k]); };
+        uint32_t v = n == 1 ? byte(0) : byte(0) & (0x7F >> n);
+        for (size_t k = 1; k < n; ++k) v = v << 6 | (byte(k) & 0x3F);
         *i += n;
         *cp = v;
         return true;
