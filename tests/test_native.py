@@ -23,6 +23,7 @@ import pytest
 import spprof
 import workloads as w
 from conftest import build_shared_library, native_leaf_counts, run_python
+from spprof._load import loads
 from spprof.output import render
 from test_formats_common import find_tool, tool_env
 from test_formats_pprof import Decoded
@@ -626,9 +627,9 @@ double latin1_spin(double seconds) {
 
 
 def test_a_library_at_a_path_that_is_not_utf8_keeps_the_profile(tmp_path):
-    # /proc/self/maps gives a library's path as bytes: one in a Latin-1 directory ("lib\xff")
+    # /proc/self/maps gives a library's path as bytes: one in a Latin-1 directory ("caf\xe9")
     # made stop() raise UnicodeDecodeError, and the profile was lost. The path is kept as
-    # text with \xff written out, as Python's backslashreplace writes it.
+    # text with \xe9 written out, as Python's backslashreplace writes it.
     where = tmp_path / os.fsdecode(b"caf\xe9")
     where.mkdir()
     lib = build_shared_library(where, "latin1", LATIN1_SOURCE, "-O1")
@@ -653,3 +654,7 @@ def test_a_library_at_a_path_that_is_not_utf8_keeps_the_profile(tmp_path):
     assert shown in {m[3] for m in d.mappings.values()}, d.mappings
     for fmt in ("speedscope", "collapsed", "html", "spprof"):
         assert render(p.profile, fmt)
+    collapsed = render(p.profile, "collapsed").decode()
+    assert f";latin1_spin ({shown}:0) " in collapsed, collapsed
+    back = loads(render(p.profile, "spprof"))
+    assert {f.filename for f in back.frame_table if f.function_name == "latin1_spin"} == {shown}
