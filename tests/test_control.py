@@ -486,8 +486,10 @@ def test_top_into_a_pipe_prints_n_screens_one_after_another(target: Target):
 
 
 FAMILY = """
-import os, sys, time
+import os, signal, sys, time
 shared = sys.argv[1]
+ended = []
+signal.signal(signal.SIGCHLD, lambda *_: ended.append(1))
 def child_work():
     end = time.monotonic() + 60
     look = 0.0  # the flag every 50 ms of CPU: see control_target.py's spin()
@@ -504,9 +506,12 @@ if pid == 0:
     child_work()
     os._exit(0)
 # A loop, as a pre-fork server's master has: on 3.13+ spprof's threads (the drain, which
-# answers) come back at the parent's next bytecode after os.fork (docs/usage.md).
-while os.waitpid(pid, os.WNOHANG) == (0, 0):
+# answers) come back at the parent's next bytecode after os.fork (docs/usage.md). Its only
+# call that lets the GIL go is the sleep (a waitpid in the loop's test let it go too, and a
+# dump once found the master there, on 3.9 under load).
+while not ended:
     time.sleep(0.05)  # the master's line
+os.waitpid(pid, 0)
 """
 
 
